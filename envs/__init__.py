@@ -1,0 +1,68 @@
+"""shoal's first-party environments: one C header each, bound with Cython.
+
+Each env folder holds `<env>.h` (the whole env), `binding.pyx` (the vector
+loop over it) and an `__init__.py` that declares its `EnvSpec`. The registry
+below maps names to specs.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What a pool needs to know about a first-party env.
+
+    One env has `agents` rows; each row has an observation of `obs_shape`
+    and an action of len(action_nvec) discrete components (component j in
+    [0, action_nvec[j])).
+    """
+
+    name: str
+    binding: str                     # module holding the Cython Block
+    agents: int
+    obs_shape: tuple
+    obs_dtype: type
+    obs_low: np.ndarray | float
+    obs_high: np.ndarray | float
+    action_nvec: tuple
+    discrete_action: bool = True     # one component: Discrete, else MultiDiscrete
+    max_episode_steps: int | None = None
+    reward_threshold: float | None = None
+    metadata: dict = field(default_factory=dict)
+
+    def load_binding(self):
+        return importlib.import_module(self.binding)
+
+    @property
+    def single_observation_space(self):
+        from gymnasium import spaces
+        return spaces.Box(self.obs_low, self.obs_high, self.obs_shape, self.obs_dtype)
+
+    @property
+    def single_action_space(self):
+        from gymnasium import spaces
+        if self.discrete_action and len(self.action_nvec) == 1:
+            return spaces.Discrete(self.action_nvec[0])
+        return spaces.MultiDiscrete(np.array(self.action_nvec, dtype=np.int64))
+
+
+_REGISTRY: dict[str, str] = {
+    "cartpole": "shoal.envs.cartpole",
+}
+
+
+def names() -> list[str]:
+    """Names of the registered first-party envs."""
+    return sorted(importlib.import_module(m).SPEC.name for m in _REGISTRY.values())
+
+
+def spec(name: str) -> EnvSpec:
+    """The spec of env `name` (case-insensitive: "CartPole", "cartpole")."""
+    key = name.lower()
+    if key not in _REGISTRY:
+        raise ValueError(f"unknown env {name!r}; shoal has: {', '.join(names())}")
+    return importlib.import_module(_REGISTRY[key]).SPEC

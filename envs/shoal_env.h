@@ -1,0 +1,59 @@
+/* shoal_env.h — what every env header includes.
+ *
+ * SHOAL_FN marks every env function. Under nvcc it expands to
+ * __host__ __device__ so the very same source becomes a CUDA kernel body;
+ * elsewhere it is plain `static inline` C. Env headers therefore use no libc
+ * call a GPU lacks (math from <math.h> only: sinf, cosf, sqrtf, ...), allocate
+ * nothing and keep no globals: the whole state of one env, RNG included,
+ * lives in its struct.
+ */
+#ifndef SHOAL_ENV_H
+#define SHOAL_ENV_H
+
+#include <stdint.h>
+#include <math.h>
+
+#ifdef __CUDACC__
+#define SHOAL_FN __host__ __device__ static inline
+#else
+#define SHOAL_FN static inline
+#endif
+
+/* ---- RNG: SplitMix64, one 64-bit word of state -------------------------
+ * Small, fast, statistically sound (passes BigCrush), identical on CPU and
+ * GPU. Seeding hashes the seed once, so seeds s and s+1 (env i and env i+1
+ * of a pool, see the seed rule) give unrelated streams. */
+typedef struct { uint64_t state; } shoal_rng;
+
+SHOAL_FN uint64_t shoal_mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+SHOAL_FN void shoal_rng_seed(shoal_rng* rng, uint64_t seed) {
+    rng->state = shoal_mix64(seed ^ 0x5851F42D4C957F2DULL);
+}
+
+SHOAL_FN uint64_t shoal_rng_u64(shoal_rng* rng) {
+    rng->state += 0x9E3779B97F4A7C15ULL;
+    return shoal_mix64(rng->state);
+}
+
+SHOAL_FN uint32_t shoal_rng_u32(shoal_rng* rng) {
+    return (uint32_t)(shoal_rng_u64(rng) >> 32);
+}
+
+/* Uniform integer in [0, n), n > 0 (multiply-shift, no modulo bias worth
+ * measuring for the small n envs use). */
+SHOAL_FN uint32_t shoal_rng_below(shoal_rng* rng, uint32_t n) {
+    return (uint32_t)(((uint64_t)shoal_rng_u32(rng) * n) >> 32);
+}
+
+/* Uniform float in [lo, hi): 24 random bits, exact in float32. */
+SHOAL_FN float shoal_rng_uniform(shoal_rng* rng, float lo, float hi) {
+    float unit = (float)(shoal_rng_u32(rng) >> 8) * (1.0f / 16777216.0f);
+    return lo + (hi - lo) * unit;
+}
+
+#endif /* SHOAL_ENV_H */

@@ -1,0 +1,134 @@
+# vec_binding.pxi — the Cython side of every env binding, included textually.
+#
+# An env's binding.pyx declares its header's names under the generic names
+# used here (env_t, obs_t, act_t, AGENTS, OBS_SIZE, ACT_SIZE, shoal_episode,
+# vec_reset, vec_step) and then includes this
+# file. What is generated: `Block`, which steps a contiguous block of envs
+# in place inside buffers it is handed, without the GIL and without any
+# per-env Python object or per-step allocation.
+
+from libc.stdint cimport uint8_t, uint64_t, int64_t
+
+import numpy as np
+
+cdef extern from "shoal_block.h":
+    ctypedef struct shoal_block_ops:
+        void (*run)(void* ctx, int command) noexcept nogil
+        void* ctx
+    enum:
+        SHOAL_CMD_STEP
+        SHOAL_CMD_RESET
+
+ENV_BYTES = sizeof(env_t)
+AGENTS_PER_ENV = AGENTS
+OBS_ELEMENTS = OBS_SIZE
+ACT_ELEMENTS = ACT_SIZE
+
+
+cdef size_t _address(object array, object dtype, Py_ssize_t count) except 0:
+    """Base address of a C-contiguous numpy array holding `count` items of dtype."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"expected a numpy array, got {type(array).__name__}")
+    if array.dtype != np.dtype(dtype) or not array.flags.c_contiguous:
+        raise ValueError(f"expected a C-contiguous {np.dtype(dtype)} array, got "
+                         f"{array.dtype} (contiguous={array.flags.c_contiguous})")
+    if array.size < count:
+        raise ValueError(f"buffer holds {array.size} items, {count} needed")
+    return <size_t>array.__array_interface__["data"][0]
+
+
+cdef struct BlockView:
+    # Where one block's rows live; everything the nogil loop touches.
+    env_t* envs
+    shoal_episode* episodes
+    const uint8_t* requests
+    const uint64_t* seeds
+    const act_t* actions
+    obs_t* obs
+    obs_t* final_obs
+    float* rewards
+    uint8_t* terminals
+    uint8_t* truncations
+    uint8_t* masks
+    int64_t count
+    int mode
+
+
+cdef void _run_block(void* ctx, int command) noexcept nogil:
+    cdef BlockView* b = <BlockView*>ctx
+    if command == SHOAL_CMD_STEP:
+        vec_step(b.envs, b.episodes, b.count, b.actions, b.obs, b.rewards,
+                 b.terminals, b.truncations, b.masks, b.final_obs, b.mode)
+    elif command == SHOAL_CMD_RESET:
+        vec_reset(b.envs, b.episodes, b.count, b.requests, b.seeds, b.obs,
+                  b.rewards, b.terminals, b.truncations, b.masks)
+
+
+cdef class Block:
+    """Envs [start, stop) of a pool, stepped in place in the pool's buffers.
+
+    `buffers` is a `shoal.pool.layout.Buffers` (or anything with the same
+    arrays): rows of env i are rows i*AGENTS .. (i+1)*AGENTS-1 of every row
+    buffer. `mode` is the autoreset mode (0 NEXT_STEP, 1 SAME_STEP,
+    2 DISABLED); `keep_final_obs` makes SAME_STEP copy the last obs of each
+    finished episode into `buffers.final_obs`.
+    """
+    cdef BlockView view
+    cdef shoal_block_ops ops
+    cdef object buffers  # keeps the memory alive while we hold its pointers
+
+    def __init__(self, buffers, Py_ssize_t start, Py_ssize_t stop, int mode,
+                 bint keep_final_obs=False):
+        cdef Py_ssize_t n, rows, row0
+        n = buffers.num_envs
+        if not 0 <= start < stop <= n:
+            raise ValueError(f"block [{start}, {stop}) is not inside [0, {n})")
+        if mode not in (0, 1, 2):
+            raise ValueError(f"autoreset mode must be 0, 1 or 2, got {mode}")
+        self.buffers = buffers
+        self.view.count = stop - start
+        self.view.mode = mode
+        rows = n * AGENTS
+        row0 = start * AGENTS
+        self.view.envs = (<env_t*>_address(buffers.env_states, np.uint8, n * sizeof(env_t))) + start
+        self.view.episodes = (<shoal_episode*>_address(buffers.episodes, buffers.episodes.dtype, n)) + start
+        self.view.requests = (<uint8_t*>_address(buffers.reset_requests, np.uint8, n)) + start
+        self.view.seeds = (<uint64_t*>_address(buffers.seeds, np.uint64, n)) + start
+        self.view.actions = (<act_t*>_address(buffers.actions, buffers.actions.dtype, rows * ACT_SIZE)) + row0 * ACT_SIZE
+        self.view.obs = (<obs_t*>_address(buffers.obs, buffers.obs.dtype, rows * OBS_SIZE)) + row0 * OBS_SIZE
+        self.view.rewards = (<float*>_address(buffers.rewards, np.float32, rows)) + row0
+        self.view.terminals = (<uint8_t*>_address(buffers.terminals, np.bool_, rows)) + row0
+        self.view.truncations = (<uint8_t*>_address(buffers.truncations, np.bool_, rows)) + row0
+        self.view.masks = (<uint8_t*>_address(buffers.masks, np.bool_, rows)) + row0
+        self.view.final_obs = NULL
+        if keep_final_obs:
+            self.view.final_obs = (<obs_t*>_address(buffers.final_obs, buffers.obs.dtype, rows * OBS_SIZE)) + row0 * OBS_SIZE
+        self.ops.run = _run_block
+        self.ops.ctx = <void*>&self.view
+
+    def step(self):
+        """Step every env of the block once (actions read from the buffer)."""
+        with nogil:
+            _run_block(&self.view, SHOAL_CMD_STEP)
+
+    def reset(self):
+        """Reset the envs whose reset_requests entry is RESET or RESEED."""
+        with nogil:
+            _run_block(&self.view, SHOAL_CMD_RESET)
+
+    def run_steps(self, act_t[:, ::1] action_table, Py_ssize_t steps):
+        """The plain C loop, for benchmarks: `steps` steps of the block in one
+        nogil call, step t reading its actions from row t % len(action_table)."""
+        cdef Py_ssize_t t, k = action_table.shape[0]
+        cdef BlockView view = self.view
+        if action_table.shape[1] != view.count * AGENTS * ACT_SIZE:
+            raise ValueError(f"action_table rows need {view.count * AGENTS * ACT_SIZE} actions")
+        with nogil:
+            for t in range(steps):
+                view.actions = &action_table[t % k, 0]
+                _run_block(&view, SHOAL_CMD_STEP)
+
+    @property
+    def ops_address(self):
+        """Address of this block's C ops table, for the worker loop."""
+        return <size_t>&self.ops

@@ -1,0 +1,78 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The hot path between the pool and its worker processes (see shoal_sync.h)."""
+
+from libc.stdint cimport int32_t, int64_t, uint32_t
+
+import numpy as np
+
+cdef extern from "shoal_sync.h" nogil:
+    ctypedef struct shoal_ctrl:
+        pass
+    ctypedef struct shoal_block_ops:
+        pass
+    enum:
+        SHOAL_CMD_STEP
+        SHOAL_CMD_RESET
+        SHOAL_CMD_CLOSE
+    void shoal_send(shoal_ctrl* ctrl, int first, int count, uint32_t command)
+    int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns)
+    void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops)
+
+cdef extern from "sys/prctl.h" nogil:
+    int prctl(int option, unsigned long arg2, unsigned long arg3, unsigned long arg4, unsigned long arg5)
+    enum: PR_SET_PDEATHSIG
+
+cdef extern from "signal.h" nogil:
+    enum: SIGKILL
+
+CMD_STEP = SHOAL_CMD_STEP
+CMD_RESET = SHOAL_CMD_RESET
+CMD_CLOSE = SHOAL_CMD_CLOSE
+CTRL_BYTES = 128
+
+
+def die_with_parent():
+    """Have the kernel kill this process when the parent that forked it dies."""
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+
+
+def send(size_t ctrl_address, int first, int count, int command):
+    """Hand `command` to workers [first, first + count) without waiting."""
+    shoal_send(<shoal_ctrl*>ctrl_address, first, count, command)
+
+
+def wait_done(size_t ctrl_address, int first, int count, double timeout_s):
+    """Wait for workers [first, first + count); -1 when all are done, else the
+    index of a worker still busy after timeout_s (GIL released meanwhile)."""
+    cdef int64_t timeout_ns = <int64_t>(timeout_s * 1e9)
+    cdef int busy
+    with nogil:
+        busy = shoal_wait_done(<shoal_ctrl*>ctrl_address, first, count, timeout_ns)
+    return busy
+
+
+def serve(size_t ctrl_address, size_t ops_address):
+    """Worker side: run commands for one block until CLOSE (GIL released)."""
+    with nogil:
+        shoal_worker_loop(<shoal_ctrl*>ctrl_address, <shoal_block_ops*>ops_address)
+
+
+def first_invalid_action(const int32_t[:, ::1] actions, const int32_t[::1] nvec):
+    """Index of the first row holding an action outside [0, nvec[j]), else -1.
+
+    `actions` is (rows, len(nvec)). One pass, no temporaries: cheap enough to
+    run on every step.
+    """
+    cdef Py_ssize_t rows = actions.shape[0], cols = actions.shape[1], i, j
+    cdef Py_ssize_t bad = -1
+    if cols != nvec.shape[0]:
+        raise ValueError(f"actions have {cols} columns, expected {nvec.shape[0]}")
+    with nogil:
+        for i in range(rows):
+            for j in range(cols):
+                if actions[i, j] < 0 or actions[i, j] >= nvec[j]:
+                    bad = i
+                    break
+            if bad >= 0:
+                break
+    return bad

@@ -1,0 +1,149 @@
+"""Memory for a pool: one region per pool, carved into named numpy arrays.
+
+A pool's region is a memfd (anonymous shared memory, Linux): it never shows
+up in /dev/shm, and the kernel frees it once the last process holding it
+exits or unmaps it, so no crash, Ctrl-C or SIGKILL can leak a segment.
+Forked workers inherit the mapping; spawned or forkserver workers receive
+the file descriptor when the region is pickled.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+ALIGN = 64  # every array starts on its own cache line
+
+# Mirrors `shoal_episode` in envs/shoal_vec.h (40 bytes).
+EPISODE_DTYPE = np.dtype({
+    "names": ["episode_return", "return_sum", "finished", "length_sum",
+              "episode_length", "needs_reset"],
+    "formats": [np.float64, np.float64, np.int64, np.int64, np.int32, np.uint8],
+    "offsets": [0, 8, 16, 24, 32, 36],
+    "itemsize": 40,
+})
+
+CTRL_BYTES = 128  # mirrors `shoal_ctrl` in pool/shoal_sync.h
+
+# Per-env reset requests (envs/shoal_vec.h).
+KEEP, RESET, RESEED = 0, 1, 2
+
+
+class SharedRegion:
+    """A block of shared memory backed by a memfd; picklable for workers."""
+
+    def __init__(self, size: int, fd: int | None = None):
+        self.size = size
+        if fd is None:
+            fd = os.memfd_create("shoal-pool", os.MFD_CLOEXEC)
+            os.ftruncate(fd, size)
+        self.fd = fd
+        self.memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+
+    def __reduce__(self):
+        # Only reached when a worker is spawned (fork copies the object
+        # as is): DupFd hands the descriptor to the child process.
+        from multiprocessing.reduction import DupFd
+        return (_attach_region, (DupFd(self.fd), self.size))
+
+    def close(self) -> None:
+        """Drop the descriptor. The mapping stays valid for as long as any
+        array handed out still refers to it, then the kernel frees it."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _attach_region(dup_fd, size):
+    return SharedRegion(size, dup_fd.detach())
+
+
+class PrivateRegion:
+    """Process-local memory with the same interface (the Serial backend)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.memory = bytearray(size)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    dtype: np.dtype
+    shape: tuple
+
+
+class Buffers:
+    """Every array a pool shares with its workers, each with one job.
+
+    Rows are agents: env i owns rows i*agents .. (i+1)*agents - 1.
+
+    env_states      raw C structs, one per env (the env's whole state)
+    episodes        episode bookkeeping per env (EPISODE_DTYPE)
+    reset_requests  per env: KEEP, RESET or RESEED, read by the reset command
+    seeds           per env: the seed used by RESEED
+    actions         per row, written by the pool before a step
+    obs, rewards, terminals, truncations, masks
+                    per row, written by the envs
+    final_obs       per row, SAME_STEP's last obs of finished episodes
+    control         one shoal_ctrl (128 bytes) per worker
+    """
+
+    def __init__(self, spec, num_envs: int, num_workers: int, shared: bool):
+        self.spec = spec
+        self.num_envs = num_envs
+        self.num_workers = num_workers
+        self.shared = shared
+        rows = num_envs * spec.agents
+        act_shape = (rows,) if len(spec.action_nvec) == 1 and spec.discrete_action else (rows, len(spec.action_nvec))
+        fields = [
+            Field("env_states", np.dtype(np.uint8), (num_envs * spec.load_binding().ENV_BYTES,)),
+            Field("episodes", EPISODE_DTYPE, (num_envs,)),
+            Field("reset_requests", np.dtype(np.uint8), (num_envs,)),
+            Field("seeds", np.dtype(np.uint64), (num_envs,)),
+            Field("actions", np.dtype(np.int32), act_shape),
+            Field("obs", np.dtype(spec.obs_dtype), (rows, *spec.obs_shape)),
+            Field("final_obs", np.dtype(spec.obs_dtype), (rows, *spec.obs_shape)),
+            Field("rewards", np.dtype(np.float32), (rows,)),
+            Field("terminals", np.dtype(np.bool_), (rows,)),
+            Field("truncations", np.dtype(np.bool_), (rows,)),
+            Field("masks", np.dtype(np.bool_), (rows,)),
+            Field("control", np.dtype(np.uint8), (max(num_workers, 1) * CTRL_BYTES,)),
+        ]
+        offsets, size = [], 0
+        for f in fields:
+            offsets.append(size)
+            nbytes = f.dtype.itemsize * int(np.prod(f.shape))
+            size += -(-nbytes // ALIGN) * ALIGN
+        self.region = SharedRegion(size) if shared else PrivateRegion(size)
+        self._fields = fields
+        self._offsets = offsets
+        self._carve()
+
+    def _carve(self):
+        for f, offset in zip(self._fields, self._offsets):
+            count = int(np.prod(f.shape))
+            array = np.frombuffer(self.region.memory, f.dtype, count, offset).reshape(f.shape)
+            setattr(self, f.name, array)
+
+    @property
+    def control_address(self) -> int:
+        return self.control.__array_interface__["data"][0]
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for f in self._fields:
+            state.pop(f.name, None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._carve()
+
+    def close(self) -> None:
+        self.region.close()

@@ -1,0 +1,535 @@
+"""Pools of shoal's first-party C envs: Serial (in process) and Multiprocessing.
+
+Both share one design. All buffers live in one memory region allocated at
+construction (shared memory for Multiprocessing). Envs are split into
+`num_envs // batch_size` batches; each batch is split into contiguous blocks,
+one per worker. A step writes the actions into the buffer, hands a command to
+the workers of each batch and waits for them; the envs write obs, rewards and
+flags in place, and the pool returns views of those rows. Nothing is pickled
+per step.
+
+Sync:   obs, info = pool.reset(seed=0)
+        obs, rewards, terminals, truncations, info = pool.step(actions)
+Async:  pool.async_reset(seed=0)                     # all batches in flight
+        obs, rewards, terminals, truncations, info = pool.recv()
+        ids = info["env_id"]                          # which envs these rows are
+        pool.send(actions)                            # actions for those envs
+Batches come back in a fixed round-robin order, so async runs are as
+reproducible as sync ones.
+
+Returned arrays are views of the pool's buffers: they are overwritten by the
+next step of the same envs. Copy them to keep them.
+"""
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import os
+import signal
+import traceback
+import weakref
+from collections import deque
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from shoal.envs import EnvSpec, spec as lookup_spec
+from shoal.pool import _native
+from shoal.pool.layout import KEEP, RESEED, RESET, Buffers
+
+_MODE_CODES = {AutoresetMode.NEXT_STEP: 0, AutoresetMode.SAME_STEP: 1, AutoresetMode.DISABLED: 2}
+_WAIT_SLICE_S = 0.25  # how often a waiting parent checks its workers are alive
+
+
+class WorkerError(RuntimeError):
+    """A worker process failed or died; the pool has been closed."""
+
+
+def available_cores() -> int:
+    """Cores this process may run on (honours affinity masks and containers)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_autoreset_mode(mode) -> AutoresetMode:
+    if isinstance(mode, AutoresetMode):
+        return mode
+    if isinstance(mode, str):
+        try:
+            return AutoresetMode(mode.lower())
+        except ValueError:
+            pass
+    raise ValueError(f"autoreset_mode must be a gymnasium.vector.AutoresetMode or one of "
+                     f"{[m.value for m in AutoresetMode]}, got {mode!r}")
+
+
+def plan_blocks(num_envs: int, batch_size: int, num_workers: int) -> list[list[tuple[int, int]]]:
+    """Split envs into batches and each batch into per-worker blocks.
+
+    Returns, per batch, the [start, stop) env ranges of its workers.
+    """
+    num_batches = num_envs // batch_size
+    per_batch = num_workers // num_batches
+    plan = []
+    for b in range(num_batches):
+        edges = np.linspace(b * batch_size, (b + 1) * batch_size, per_batch + 1).round().astype(int)
+        plan.append([(int(edges[k]), int(edges[k + 1])) for k in range(per_batch)])
+    return plan
+
+
+class NativePool:
+    """Shared logic of the Serial and Multiprocessing pools (see module doc).
+
+    Args:
+        env: a first-party env name ("CartPole") or its EnvSpec.
+        num_envs: number of envs; the pool has num_envs * agents rows.
+        num_workers: worker processes (Multiprocessing) or blocks (Serial).
+            Default: one per available core, reduced to num_envs and rounded
+            down to a multiple of the number of batches (at least one worker
+            per batch). An explicit value must be a multiple of
+            num_envs // batch_size and at most num_envs. More workers than
+            cores is allowed.
+        batch_size: envs returned by each recv(); must divide num_envs.
+            Default num_envs (sync use).
+        autoreset_mode: NEXT_STEP (default, gymnasium's), SAME_STEP or
+            DISABLED; an AutoresetMode or its string value.
+        seed: seeds the envs at construction (env i gets seed + i) so that
+            reset() without a seed is reproducible; default: OS entropy.
+    """
+
+    _shared_memory = False
+
+    def __init__(self, env: str | EnvSpec, num_envs: int, *, num_workers: int | None = None,
+                 batch_size: int | None = None, autoreset_mode=AutoresetMode.NEXT_STEP,
+                 seed: int | None = None):
+        self.closed = True  # until construction succeeds
+        self.spec = lookup_spec(env) if isinstance(env, str) else env
+        if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        num_envs = int(num_envs)
+        batch_size = num_envs if batch_size is None else batch_size
+        if not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= num_envs \
+                or num_envs % batch_size:
+            raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size!r}")
+        num_batches = num_envs // int(batch_size)
+        num_workers = self._choose_workers(num_envs, num_batches, num_workers)
+
+        self.num_envs = num_envs
+        self.batch_size = int(batch_size)
+        self.num_workers = num_workers
+        self.agents = self.spec.agents
+        self.num_rows = num_envs * self.agents
+        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
+        self.metadata = {"autoreset_mode": self.autoreset_mode}
+        self.single_observation_space = self.spec.single_observation_space
+        self.single_action_space = self.spec.single_action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_rows)
+        self.action_space = batch_space(self.single_action_space, self.num_rows)
+        self._nvec = np.asarray(self.spec.action_nvec, dtype=np.int32)
+
+        self._plan = plan_blocks(num_envs, self.batch_size, num_workers)
+        self._buffers = Buffers(self.spec, num_envs, num_workers, shared=self._shared_memory)
+        self._final_mask = np.zeros(self.num_rows, dtype=np.bool_)
+        self._in_flight: deque[int] = deque()   # batches sent, in recv order
+        self._with_user: deque[int] = deque()   # batches received, awaiting send
+        self._seen = np.zeros(num_envs, dtype=[("finished", np.int64), ("return_sum", np.float64),
+                                               ("length_sum", np.int64)])
+        # Seed every env now so that reset() without a seed is reproducible
+        # when `seed` is given, and random otherwise.
+        if seed is None:
+            seed = int(np.random.SeedSequence().entropy % (2**63))
+        self._set_seeds(seed)
+        self.closed = False
+        try:
+            self._start_workers()
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- construction helpers -------------------------------------------------
+    @staticmethod
+    def _choose_workers(num_envs: int, num_batches: int, num_workers: int | None) -> int:
+        if num_workers is None:
+            workers = min(available_cores(), num_envs)
+            return max(num_batches, workers // num_batches * num_batches)
+        if not isinstance(num_workers, (int, np.integer)) or num_workers < 1:
+            raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+        if num_workers > num_envs:
+            raise ValueError(f"num_workers={num_workers} exceeds num_envs={num_envs}: "
+                             f"every worker needs at least one env")
+        if num_workers % num_batches:
+            raise ValueError(f"num_workers={num_workers} must be a multiple of the number of "
+                             f"batches num_envs // batch_size = {num_batches}")
+        return int(num_workers)
+
+    def _start_workers(self) -> None:
+        raise NotImplementedError
+
+    # ---- spaces and views -------------------------------------------------------
+    @property
+    def obs(self) -> np.ndarray:
+        return self._buffers.obs
+
+    @property
+    def masks(self) -> np.ndarray:
+        """Per row: the agent is present (always true for single-agent envs)."""
+        return self._buffers.masks
+
+    @property
+    def num_batches(self) -> int:
+        return len(self._plan)
+
+    def _rows(self, batch: int) -> slice:
+        return slice(batch * self.batch_size * self.agents, (batch + 1) * self.batch_size * self.agents)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("this pool is closed")
+
+    # ---- seeds and reset --------------------------------------------------------
+    def _set_seeds(self, seed) -> None:
+        """Fill reset_requests / seeds for a reset with `seed` (see reset)."""
+        b = self._buffers
+        n = self.num_envs
+        if seed is None:
+            b.reset_requests[:] = RESET
+            return
+        if isinstance(seed, (int, np.integer)):
+            seed = int(seed)
+            if seed < 0 or seed + n - 1 >= 2**64:
+                raise ValueError(f"seed must be an int in [0, 2**64 - num_envs], got {seed}")
+            b.seeds[:] = np.arange(n, dtype=np.uint64) + np.uint64(seed)
+            b.reset_requests[:] = RESEED
+            return
+        seeds = list(seed)
+        if len(seeds) != n:
+            raise ValueError(f"seed must be None, an int or a sequence of {n} ints/None, "
+                             f"got a sequence of length {len(seeds)}")
+        for i, s in enumerate(seeds):
+            if s is None:
+                b.reset_requests[i] = RESET
+            elif isinstance(s, (int, np.integer)) and 0 <= s < 2**64:
+                b.seeds[i] = int(s)
+                b.reset_requests[i] = RESEED
+            else:
+                raise ValueError(f"seed[{i}] must be None or an int in [0, 2**64), got {s!r}")
+
+    def reset(self, *, seed=None, options: dict | None = None):
+        """Reset envs and return (obs, info) for all rows.
+
+        seed: None keeps each env's RNG going; an int s gives env i the seed
+        s + i; a sequence gives one seed (or None) per env.
+        options: {"reset_mask": bool array (num_envs,)} resets only those envs
+        (the others keep their state and obs).
+        """
+        self._check_open()
+        if self._in_flight or self._with_user:
+            raise RuntimeError("reset() while async batches are out: recv() and send() them, "
+                               "or use async_reset()")
+        self._set_seeds(seed)
+        if options and "reset_mask" in options:
+            mask = np.asarray(options["reset_mask"])
+            if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+                raise ValueError(f"options['reset_mask'] must be a bool array of shape "
+                                 f"({self.num_envs},), got {mask.dtype} {mask.shape}")
+            self._buffers.reset_requests[~mask] = KEEP
+        for batch in range(self.num_batches):
+            self._start(batch, _native.CMD_RESET)
+        for batch in range(self.num_batches):
+            self._finish(batch)
+        return self._buffers.obs, {}
+
+    def async_reset(self, *, seed=None, options: dict | None = None) -> None:
+        """Reset all envs without waiting; recv() then returns batches in order."""
+        self._check_open()
+        if self._in_flight or self._with_user:
+            raise RuntimeError("async_reset() while async batches are out")
+        self._set_seeds(seed)
+        if options:
+            raise ValueError("async_reset() takes no options")
+        for batch in range(self.num_batches):
+            self._start(batch, _native.CMD_RESET)
+            self._in_flight.append(batch)
+
+    # ---- stepping -----------------------------------------------------------------
+    def _write_actions(self, actions, rows: slice) -> None:
+        """Validate actions for `rows` and copy them into the action buffer."""
+        target = self._buffers.actions[rows]
+        a = np.asarray(actions)
+        if a.shape != target.shape:
+            raise ValueError(f"actions must have shape {target.shape} "
+                             f"({rows.stop - rows.start} rows x {self.single_action_space}), got {a.shape}")
+        if a.dtype.kind not in "iu":
+            raise ValueError(f"actions must be integers (discrete), got dtype {a.dtype}")
+        flat = a.reshape(len(a), -1)
+        if flat.dtype != np.int32:
+            # Range-check in int64 so that huge values cannot wrap into range.
+            wide = flat.astype(np.int64)
+            bad_mask = (wide < 0) | (wide >= self._nvec)
+            bad = int(np.argmax(bad_mask.any(axis=1))) if bad_mask.any() else -1
+        else:
+            bad = _native.first_invalid_action(np.ascontiguousarray(flat), self._nvec)
+        if bad >= 0:
+            raise ValueError(f"action {a[bad].tolist()} at row {rows.start + bad} is out of range: "
+                             f"expected components in [0, {self._nvec.tolist()})")
+        np.copyto(target, a, casting="unsafe")
+
+    def step(self, actions):
+        """Step every env once; returns (obs, rewards, terminals, truncations, info).
+
+        actions: one row per agent row, shape action_space.shape, integers.
+        In SAME_STEP mode info holds "final_obs" (rows valid where
+        info["_final_obs"]) for episodes that ended this step.
+        """
+        self._check_open()
+        if self._in_flight or self._with_user:
+            raise RuntimeError("step() while async batches are out: use send()/recv()")
+        self._write_actions(actions, slice(0, self.num_rows))
+        for batch in range(self.num_batches):
+            self._start(batch, _native.CMD_STEP)
+        for batch in range(self.num_batches):
+            self._finish(batch)
+        b = self._buffers
+        return b.obs, b.rewards, b.terminals, b.truncations, self._step_info(slice(0, self.num_rows))
+
+    def _step_info(self, rows: slice) -> dict:
+        if self.autoreset_mode != AutoresetMode.SAME_STEP:
+            return {}
+        b = self._buffers
+        np.logical_or(b.terminals[rows], b.truncations[rows], out=self._final_mask[rows])
+        return {"final_obs": b.final_obs[rows], "_final_obs": self._final_mask[rows]}
+
+    def send(self, actions, env_ids=None) -> None:
+        """Step the batch returned by the oldest unanswered recv() with `actions`.
+
+        env_ids, if given, must equal that batch's info["env_id"].
+        """
+        self._check_open()
+        if not self._with_user:
+            raise RuntimeError("send() without a batch to answer: call async_reset() and recv() first")
+        batch = self._with_user[0]
+        rows = self._rows(batch)
+        if env_ids is not None:
+            expected = np.arange(batch * self.batch_size, (batch + 1) * self.batch_size)
+            if not np.array_equal(np.asarray(env_ids), expected):
+                raise ValueError(f"env_ids do not match the batch awaiting actions "
+                                 f"(envs {expected[0]}..{expected[-1]})")
+        self._write_actions(actions, rows)
+        self._with_user.popleft()
+        self._start(batch, _native.CMD_STEP)
+        self._in_flight.append(batch)
+
+    def recv(self):
+        """Wait for the next batch in flight; returns (obs, rewards, terminals,
+        truncations, info) for its rows, with info["env_id"] the env indices."""
+        self._check_open()
+        if not self._in_flight:
+            raise RuntimeError("recv() with nothing in flight: call async_reset() or send() first")
+        batch = self._in_flight.popleft()
+        self._finish(batch)
+        self._with_user.append(batch)
+        rows = self._rows(batch)
+        b = self._buffers
+        info = self._step_info(rows)
+        info["env_id"] = np.arange(batch * self.batch_size, (batch + 1) * self.batch_size)
+        return b.obs[rows], b.rewards[rows], b.terminals[rows], b.truncations[rows], info
+
+    # ---- episode statistics (off the hot path) -----------------------------------
+    def episode_stats(self) -> dict:
+        """Episodes finished since the last call, summed over all envs not in
+        flight: {"episodes", "mean_return", "mean_length"} (means NaN if none).
+        An episode's return sums the rewards of all its rows."""
+        self._check_open()
+        envs = np.ones(self.num_envs, dtype=bool)
+        for batch in self._in_flight:
+            envs[batch * self.batch_size:(batch + 1) * self.batch_size] = False
+        eps = self._buffers.episodes[envs]
+        seen = self._seen[envs]
+        count = int((eps["finished"] - seen["finished"]).sum())
+        ret = float((eps["return_sum"] - seen["return_sum"]).sum())
+        length = int((eps["length_sum"] - seen["length_sum"]).sum())
+        for name in ("finished", "return_sum", "length_sum"):
+            self._seen[name][envs] = eps[name]
+        nan = float("nan")
+        return {"episodes": count,
+                "mean_return": ret / count if count else nan,
+                "mean_length": length / count if count else nan}
+
+    # ---- backend hooks -----------------------------------------------------------
+    def _start(self, batch: int, command: int) -> None:
+        raise NotImplementedError
+
+    def _finish(self, batch: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release workers and memory. Safe to call twice. Arrays already
+        returned stay readable (they keep their memory alive)."""
+        self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"{self.num_workers} workers"
+        return (f"{type(self).__name__}({self.spec.name}, num_envs={self.num_envs}, "
+                f"batch_size={self.batch_size}, {state})")
+
+
+class Serial(NativePool):
+    """All envs stepped in this process, block by block, GIL released.
+
+    num_workers only sets how envs are split into blocks; results never
+    depend on it.
+    """
+
+    def _start_workers(self) -> None:
+        binding = self.spec.load_binding()
+        mode = _MODE_CODES[self.autoreset_mode]
+        keep_final = self.autoreset_mode == AutoresetMode.SAME_STEP
+        self._blocks = [[binding.Block(self._buffers, start, stop, mode, keep_final)
+                         for start, stop in batch] for batch in self._plan]
+
+    def _start(self, batch: int, command: int) -> None:
+        run = "step" if command == _native.CMD_STEP else "reset"
+        for block in self._blocks[batch]:
+            getattr(block, run)()
+
+    def _finish(self, batch: int) -> None:
+        pass
+
+    def close(self) -> None:
+        if not self.closed:
+            self._blocks = []
+        super().close()
+
+
+def _worker_main(buffers: Buffers, worker: int, start: int, stop: int, mode: int,
+                 keep_final: bool, parent_pid: int, ready) -> None:
+    """Entry point of a worker process: build the block, then serve commands."""
+    _native.die_with_parent()
+    if os.getppid() != parent_pid:
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    try:
+        binding = importlib.import_module(buffers.spec.binding)
+        block = binding.Block(buffers, start, stop, mode, keep_final)
+    except BaseException:
+        ready.send(traceback.format_exc())
+        return
+    ready.send(None)
+    ready.close()
+    _native.serve(buffers.control_address + worker * _native.CTRL_BYTES, block.ops_address)
+
+
+class _Workers:
+    """The worker processes of one pool, and their shutdown (also run by a
+    finalizer when a pool is dropped without close())."""
+
+    def __init__(self, buffers: Buffers):
+        self.buffers = buffers
+        self.processes: list = []
+        self.ranges: list[tuple[int, int]] = []
+
+    def shutdown(self) -> None:
+        if self.processes:
+            alive = [k for k, p in enumerate(self.processes) if p.is_alive()]
+            if alive:
+                _native.send(self.buffers.control_address, 0, len(self.processes), _native.CMD_CLOSE)
+            for p in self.processes:
+                p.join(timeout=1.0)
+            for p in self.processes:
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=1.0)
+            self.processes = []
+        self.buffers.close()
+
+
+class Multiprocessing(NativePool):
+    """Envs stepped by worker processes, each owning a contiguous block of
+    rows in shared memory.
+
+    context: multiprocessing start method ("fork" default on Linux, fast to
+    start; "spawn" / "forkserver" also work).
+    """
+
+    _shared_memory = True
+
+    def __init__(self, env, num_envs: int, *, context: str | None = None, **kwargs):
+        self._context = context or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        super().__init__(env, num_envs, **kwargs)
+
+    def _start_workers(self) -> None:
+        ctx = mp.get_context(self._context)
+        mode = _MODE_CODES[self.autoreset_mode]
+        keep_final = self.autoreset_mode == AutoresetMode.SAME_STEP
+        self._workers = workers = _Workers(self._buffers)
+        self._finalizer = weakref.finalize(self, workers.shutdown)
+        self._ctrl = self._buffers.control_address
+        self._batch_workers = []  # per batch: (first worker, count)
+        pipes = []
+        for batch in self._plan:
+            self._batch_workers.append((len(workers.processes), len(batch)))
+            for start, stop in batch:
+                k = len(workers.processes)
+                receive, send = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=_worker_main, name=f"shoal-worker-{k}", daemon=True,
+                                args=(self._buffers, k, start, stop, mode, keep_final,
+                                      os.getpid(), send))
+                p.start()
+                send.close()
+                workers.processes.append(p)
+                workers.ranges.append((start, stop))
+                pipes.append(receive)
+        for k, receive in enumerate(pipes):
+            while not receive.poll(_WAIT_SLICE_S):
+                if not workers.processes[k].is_alive():
+                    raise self._worker_failure(k, "exited while starting")
+            message = receive.recv()
+            receive.close()
+            if message is not None:
+                raise WorkerError(f"worker {k} (envs {workers.ranges[k]}) failed to start:\n{message}")
+
+    def _worker_failure(self, k: int, what: str) -> WorkerError:
+        p = self._workers.processes[k]
+        code = p.exitcode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        start, stop = self._workers.ranges[k]
+        return WorkerError(f"shoal worker {k} (pid {p.pid}, envs {start}..{stop - 1}) {what} "
+                           f"({how}); the pool is closed")
+
+    def _start(self, batch: int, command: int) -> None:
+        first, count = self._batch_workers[batch]
+        _native.send(self._ctrl, first, count, command)
+
+    def _finish(self, batch: int) -> None:
+        first, count = self._batch_workers[batch]
+        try:
+            while True:
+                busy = _native.wait_done(self._ctrl, first, count, _WAIT_SLICE_S)
+                if busy < 0:
+                    return
+                if not self._workers.processes[busy].is_alive():
+                    error = self._worker_failure(busy, "died")
+                    self.close()
+                    raise error
+        except KeyboardInterrupt:
+            self.close()  # workers are mid-command: the pool cannot be reused
+            raise
+
+    def close(self) -> None:
+        if not self.closed:
+            self._in_flight.clear()
+            self._with_user.clear()
+        if getattr(self, "_finalizer", None) is not None:
+            self._finalizer()  # runs shutdown once; later calls do nothing
+        elif hasattr(self, "_buffers"):
+            self._buffers.close()
+        super().close()

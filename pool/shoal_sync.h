@@ -1,0 +1,155 @@
+/* shoal_sync.h — handing commands to worker processes through shared memory.
+ *
+ * One control block per worker, in the pool's shared region. The parent
+ * writes `command` and bumps `request`; the worker runs the command and sets
+ * `done = request`. Neither side pickles anything or makes a syscall on the
+ * fast path.
+ *
+ * Waiting is the whole game on small machines: the parent and the workers
+ * share few cores, so pure spinning starves the very process being waited
+ * for. A waiter therefore spins a few hundred cycles (hand-offs that are
+ * already done), then calls sched_yield (gives the core to whoever has
+ * work) for up to SHOAL_YIELD_NS, then sleeps on a futex, so an idle pool
+ * burns no core. The waker only makes the futex syscall when the waiter has
+ * said it sleeps.
+ */
+#ifndef SHOAL_SYNC_H
+#define SHOAL_SYNC_H
+
+#include <stdint.h>
+#include <time.h>
+#include <sched.h>
+#include <errno.h>
+#include <unistd.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+
+#include "shoal_block.h"
+
+#ifndef SHOAL_SPIN_ITERS
+#define SHOAL_SPIN_ITERS 256
+#endif
+#ifndef SHOAL_YIELD_NS
+#define SHOAL_YIELD_NS 2000000LL /* 2 ms of yielding, then sleep */
+#endif
+
+typedef struct {
+    /* written by the parent */
+    uint32_t request;          /* bumped once per command */
+    uint32_t command;          /* SHOAL_CMD_* */
+    uint32_t worker_sleeping;  /* set by the worker while in futex wait on request */
+    uint32_t pad0_[13];
+    /* written by the worker (own cache line) */
+    uint32_t done;             /* = request once the command has run */
+    uint32_t parent_sleeping;  /* set by the parent while in futex wait on done */
+    uint32_t pad1_[14];
+} shoal_ctrl;
+
+typedef char shoal_ctrl_is_128_bytes[sizeof(shoal_ctrl) == 128 ? 1 : -1];
+
+static inline uint32_t shoal_load(const uint32_t* p) {
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline int64_t shoal_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline void shoal_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static inline void shoal_futex_wait(uint32_t* word, uint32_t value, int64_t timeout_ns) {
+    struct timespec ts = {(time_t)(timeout_ns / 1000000000LL), (long)(timeout_ns % 1000000000LL)};
+    syscall(SYS_futex, word, FUTEX_WAIT, value, &ts, NULL, 0);
+}
+
+static inline void shoal_futex_wake(uint32_t* word) {
+    syscall(SYS_futex, word, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+}
+
+/* Publish a new value of *word and wake its waiter if it sleeps. seq_cst on
+ * both sides (here and in shoal_wait) rules out a lost wake-up: either the
+ * waiter sees the new value or we see its sleeping flag. */
+static inline void shoal_publish(uint32_t* word, uint32_t value, uint32_t* sleeping) {
+    __atomic_store_n(word, value, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(sleeping, __ATOMIC_SEQ_CST)) shoal_futex_wake(word);
+}
+
+/* Wait until (*word == value) if until_equal, else until (*word != value).
+ * Returns 1 when the condition holds, 0 after timeout_ns (< 0: no timeout). */
+static inline int shoal_wait(uint32_t* word, uint32_t value, int until_equal,
+                             uint32_t* sleeping, int64_t timeout_ns) {
+#define SHOAL_READY(v) (until_equal ? (v) == value : (v) != value)
+    for (int i = 0; i < SHOAL_SPIN_ITERS; i++) {
+        if (SHOAL_READY(shoal_load(word))) return 1;
+        shoal_cpu_relax();
+    }
+    const int64_t start = shoal_now_ns();
+    int64_t waited = 0;
+    while (waited < SHOAL_YIELD_NS) {
+        for (int k = 0; k < 8; k++) {
+            sched_yield();
+            if (SHOAL_READY(shoal_load(word))) return 1;
+        }
+        waited = shoal_now_ns() - start;
+        if (timeout_ns >= 0 && waited >= timeout_ns) return 0;
+    }
+    for (;;) {
+        __atomic_store_n(sleeping, 1, __ATOMIC_SEQ_CST);
+        uint32_t seen = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+        if (SHOAL_READY(seen)) {
+            __atomic_store_n(sleeping, 0, __ATOMIC_RELAXED);
+            return 1;
+        }
+        int64_t nap = 100000000LL; /* wake every 100 ms to honour the timeout */
+        if (timeout_ns >= 0 && timeout_ns - waited < nap) nap = timeout_ns - waited;
+        if (nap > 0) shoal_futex_wait(word, seen, nap);
+        __atomic_store_n(sleeping, 0, __ATOMIC_RELAXED);
+        if (SHOAL_READY(shoal_load(word))) return 1;
+        waited = shoal_now_ns() - start;
+        if (timeout_ns >= 0 && waited >= timeout_ns) return 0;
+        if (timeout_ns < 0 && getppid() == 1) return 0; /* orphaned worker */
+    }
+#undef SHOAL_READY
+}
+
+/* Parent: hand `command` to workers [first, first + count). */
+static inline void shoal_send(shoal_ctrl* ctrl, int first, int count, uint32_t command) {
+    for (int w = first; w < first + count; w++) {
+        ctrl[w].command = command;
+        shoal_publish(&ctrl[w].request, ctrl[w].request + 1, &ctrl[w].worker_sleeping);
+    }
+}
+
+/* Parent: wait for workers [first, first + count) to finish their command.
+ * Returns -1 when all are done, else the first worker still busy after
+ * timeout_ns (the caller checks it is alive and waits again). */
+static inline int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns) {
+    for (int w = first; w < first + count; w++) {
+        if (!shoal_wait(&ctrl[w].done, ctrl[w].request, 1, &ctrl[w].parent_sleeping, timeout_ns))
+            return w;
+    }
+    return -1;
+}
+
+/* Worker: serve commands until CLOSE (or until orphaned). */
+static inline void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops) {
+    uint32_t seen = shoal_load(&ctrl->request);
+    for (;;) {
+        if (!shoal_wait(&ctrl->request, seen, 0, &ctrl->worker_sleeping, -1)) return;
+        seen = shoal_load(&ctrl->request);
+        const uint32_t command = ctrl->command;
+        if (command != SHOAL_CMD_CLOSE) ops->run(ops->ctx, (int)command);
+        shoal_publish(&ctrl->done, seen, &ctrl->parent_sleeping);
+        if (command == SHOAL_CMD_CLOSE) return;
+    }
+}
+
+#endif /* SHOAL_SYNC_H */

@@ -1,0 +1,59 @@
+"""Builds shoal: the Python packages and every Cython extension.
+
+The repository keeps the user's top-level layout (pool/, envs/, configs/);
+setuptools' package_dir installs them under the one import root `shoal`
+(`pool` and `envs` are taken on PyPI). No GPU and no nvcc are needed: CUDA
+kernels are compiled on first use by shoal's CUDA backend.
+"""
+import os
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+ENVS = ["cartpole"]  # one folder per first-party env under envs/
+
+PACKAGE_DIR = {
+    "shoal": "shoal",
+    "shoal.pool": "pool",
+    "shoal.envs": "envs",
+    "shoal.configs": "configs",
+    **{f"shoal.envs.{name}": f"envs/{name}" for name in ENVS},
+}
+
+C_FLAGS = ["-O3", "-fno-strict-aliasing", "-Wno-unused-function"]
+
+extensions = [
+    Extension(
+        "shoal.pool._native",
+        ["pool/_native.pyx"],
+        include_dirs=["pool", "envs"],
+        extra_compile_args=C_FLAGS,
+    )
+] + [
+    Extension(
+        f"shoal.envs.{name}.binding",
+        [f"envs/{name}/binding.pyx"],
+        include_dirs=["envs", numpy.get_include()],
+        extra_compile_args=C_FLAGS,
+        depends=[f"envs/{name}/{name}.h", "envs/shoal_env.h", "envs/shoal_vec.h",
+                 "envs/vec_binding.pxi", "envs/shoal_block.h"],
+    )
+    for name in ENVS
+]
+
+setup(
+    packages=list(PACKAGE_DIR),
+    package_dir=PACKAGE_DIR,
+    package_data={
+        "shoal.envs": ["*.h", "*.pxi"],
+        "shoal.configs": ["*.ini"],
+        **{f"shoal.envs.{name}": ["*.h", "*.pyx", "*.cu"] for name in ENVS},
+        "shoal.pool": ["*.h", "*.pyx"],
+    },
+    ext_modules=cythonize(
+        extensions,
+        compiler_directives={"language_level": 3},
+        nthreads=os.cpu_count() or 1,
+    ),
+)

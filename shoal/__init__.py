@@ -1,0 +1,30 @@
+"""shoal: a fast, honest environment pool for reinforcement learning.
+
+    import shoal
+    pool = shoal.make("CartPole", num_envs=4096)          # processes on all cores
+    obs, info = pool.reset(seed=0)
+    obs, rewards, terminals, truncations, info = pool.step(actions)
+    pool.close()
+"""
+__version__ = "0.1.0"
+
+from shoal.envs import names as env_names  # noqa: E402
+from shoal.envs import spec as env_spec  # noqa: E402
+
+
+def make(env: str, num_envs: int = 1, backend: str = "multiprocessing", **kwargs):
+    """A pool of `num_envs` copies of first-party env `env`.
+
+    backend: "serial" (in this process) or "multiprocessing" (worker
+    processes over shared memory). Other keyword arguments go to the pool:
+    num_workers, batch_size, autoreset_mode, seed (see shoal.pool.NativePool).
+    """
+    from shoal import pool
+
+    backends = {"serial": pool.Serial, "multiprocessing": pool.Multiprocessing}
+    if backend not in backends:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {sorted(backends)}")
+    return backends[backend](env, num_envs, **kwargs)
+
+
+__all__ = ["make", "env_names", "env_spec", "__version__"]
