@@ -49,11 +49,17 @@ class SharedRegion:
         return (_attach_region, (DupFd(self.fd), self.size))
 
     def close(self) -> None:
-        """Drop the descriptor. The mapping stays valid for as long as any
-        array handed out still refers to it, then the kernel frees it."""
+        """Drop the descriptor and unmap. If arrays handed out still refer to
+        the memory, the mapping (and mmap's own descriptor) stays valid until
+        the last of them is gone, then the kernel frees it."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        try:
+            self.memory.close()
+        except BufferError:
+            pass  # views still exported: they own the mapping now
+        self.memory = None
 
 
 def _attach_region(dup_fd, size):
@@ -146,4 +152,6 @@ class Buffers:
         self._carve()
 
     def close(self) -> None:
+        for f in self._fields:
+            self.__dict__.pop(f.name, None)
         self.region.close()

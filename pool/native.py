@@ -137,14 +137,14 @@ class NativePool:
         self._with_user: deque[int] = deque()   # batches received, awaiting send
         self._seen = np.zeros(num_envs, dtype=[("finished", np.int64), ("return_sum", np.float64),
                                                ("length_sum", np.int64)])
-        # Seed every env now so that reset() without a seed is reproducible
-        # when `seed` is given, and random otherwise.
-        if seed is None:
-            seed = int(np.random.SeedSequence().entropy % (2**63))
-        self._set_seeds(seed)
         self.closed = False
         try:
             self._start_workers()
+            # Seed and reset every env now, so that reset() without a seed is
+            # reproducible when `seed` is given, and random otherwise.
+            if seed is None:
+                seed = int(np.random.SeedSequence().entropy % (2**63))
+            self.reset(seed=seed)
         except BaseException:
             self.close()
             raise
@@ -448,6 +448,8 @@ class _Workers:
                 if p.is_alive():
                     p.kill()
                     p.join(timeout=1.0)
+                if not p.is_alive():
+                    p.close()  # releases its sentinel descriptor
             self.processes = []
         self.buffers.close()
 

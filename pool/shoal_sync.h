@@ -141,7 +141,9 @@ static inline int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_
 
 /* Worker: serve commands until CLOSE (or until orphaned). */
 static inline void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops) {
-    uint32_t seen = shoal_load(&ctrl->request);
+    /* Requests count from 0 when the pool is created; the parent may have
+     * sent the first one before this worker got here. */
+    uint32_t seen = 0;
     for (;;) {
         if (!shoal_wait(&ctrl->request, seen, 0, &ctrl->worker_sleeping, -1)) return;
         seen = shoal_load(&ctrl->request);

@@ -1,0 +1,45 @@
+"""One first-party env as a plain `gymnasium.Env`.
+
+Useful where a library wants a single env (wrappers, SyncVectorEnv, tests).
+It is a Serial pool of one env with autoreset disabled, so it runs the same
+C code as every pool and obeys the seed rule: reset(seed=s) here behaves
+exactly like env i of a pool reset with seed s - i.
+"""
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from shoal.pool.native import Serial
+
+
+class SingleEnv(gymnasium.Env):
+    """A single copy of shoal env `env_name` (e.g. "CartPole")."""
+
+    def __init__(self, env_name: str = "CartPole", render_mode: str | None = None):
+        self._pool = Serial(env_name, 1, autoreset_mode=AutoresetMode.DISABLED)
+        spec = self._pool.spec
+        if spec.agents != 1:
+            raise ValueError(f"{spec.name} has {spec.agents} agents per env; use the pool or "
+                             f"the pettingzoo view for multi-agent envs")
+        self.observation_space = spec.single_observation_space
+        self.action_space = spec.single_action_space
+        self.render_mode = render_mode
+        self._action = np.zeros(self._pool.action_space.shape, dtype=np.int32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        obs, _ = self._pool.reset(seed=seed)
+        return obs[0].copy(), {}
+
+    def step(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f"action {action!r} is not in {self.action_space}")
+        self._action[0] = action
+        obs, rewards, terminals, truncations, _ = self._pool.step(self._action)
+        return obs[0].copy(), float(rewards[0]), bool(terminals[0]), bool(truncations[0]), {}
+
+    def close(self):
+        self._pool.close()
+        super().close()

@@ -1,0 +1,294 @@
+"""The native pool: determinism, the seed rule, autoreset, async, bad input, cleanup."""
+import os
+import signal
+import time
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+import shoal
+from shoal.pool import Multiprocessing, Serial, WorkerError
+from shoal.single import SingleEnv
+
+
+def action_table(num_envs, steps, seed=0):
+    return np.random.default_rng(seed).integers(0, 2, size=(steps, num_envs)).astype(np.int32)
+
+
+def rollout(pool, actions, seed=7):
+    """All outputs of a reset and len(actions) steps, copied."""
+    obs, _ = pool.reset(seed=seed)
+    out = [obs.copy()]
+    for a in actions:
+        obs, rew, term, trunc, _ = pool.step(a)
+        out += [obs.copy(), rew.copy(), term.copy(), trunc.copy()]
+    return out
+
+
+def async_rollout(pool, actions, seed=7):
+    """Same, driven by async_reset / recv / send; reassembled per step."""
+    n, b = pool.num_envs, pool.batch_size
+    pool.async_reset(seed=seed)
+    obs = np.zeros((n, 4), np.float32)
+    for _ in range(n // b):
+        o, *_ , info = pool.recv()
+        obs[info["env_id"]] = o
+    out = [obs.copy()]
+    pending = [info["env_id"] for info in []]
+    # answer every batch, then collect a full step's worth of batches
+    ids = [np.arange(k * b, (k + 1) * b) for k in range(n // b)]
+    for a in actions:
+        for env_id in ids:
+            pool.send(a[env_id], env_id)
+        step = [np.zeros((n, 4), np.float32), np.zeros(n, np.float32), np.zeros(n, bool), np.zeros(n, bool)]
+        for _ in ids:
+            o, r, t, tr, info = pool.recv()
+            for buf, val in zip(step, (o, r, t, tr)):
+                buf[info["env_id"]] = val
+        out += step
+    for env_id in ids:  # leave nothing in flight
+        pool.send(np.zeros(b, np.int32), env_id)
+    for _ in ids:
+        pool.recv()
+    return out
+
+
+def assert_same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_bit_identical_across_backends_and_worker_counts(no_leaks):
+    n, steps = 24, 600  # long enough for many autoresets
+    actions = action_table(n, steps)
+    reference = rollout(Serial("CartPole", n), actions)
+    assert sum(t.sum() for t in reference[3::4]) > 10  # episodes did end
+    for kwargs in ({"num_workers": 3}, ):
+        assert_same(rollout(Serial("CartPole", n, **kwargs), actions), reference)
+    for workers in (1, 2, 3):
+        with Multiprocessing("CartPole", n, num_workers=workers) as pool:
+            assert_same(rollout(pool, actions), reference)
+    with Multiprocessing("CartPole", n, num_workers=2, batch_size=12) as pool:
+        assert_same(async_rollout(pool, actions), reference)
+    with Serial("CartPole", n, batch_size=6) as pool:
+        assert_same(async_rollout(pool, actions), reference)
+
+
+def test_spawn_context_matches_fork(no_leaks):
+    n, actions = 8, action_table(8, 50)
+    reference = rollout(Serial("CartPole", n), actions)
+    with Multiprocessing("CartPole", n, num_workers=2, context="spawn") as pool:
+        assert_same(rollout(pool, actions), reference)
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_seed_rule_pool_equals_sync_vector_env_of_single_envs(mode):
+    n, steps = 6, 400
+    actions = action_table(n, steps, seed=1)
+    pool = Serial("CartPole", n, autoreset_mode=mode)
+    ref = SyncVectorEnv([lambda: SingleEnv("CartPole") for _ in range(n)], autoreset_mode=mode)
+    obs, _ = pool.reset(seed=123)
+    ref_obs, _ = ref.reset(seed=123)
+    np.testing.assert_array_equal(obs, ref_obs)
+    finals = 0
+    for a in actions:
+        obs, rew, term, trunc, info = pool.step(a)
+        r_obs, r_rew, r_term, r_trunc, r_info = ref.step(a)
+        np.testing.assert_array_equal(obs, r_obs)
+        np.testing.assert_array_equal(rew, r_rew.astype(np.float32))
+        np.testing.assert_array_equal(term, r_term)
+        np.testing.assert_array_equal(trunc, r_trunc)
+        if mode == AutoresetMode.SAME_STEP and "_final_obs" in r_info:
+            np.testing.assert_array_equal(info["_final_obs"], r_info["_final_obs"])
+            for i in np.flatnonzero(r_info["_final_obs"]):
+                np.testing.assert_array_equal(info["final_obs"][i], r_info["final_obs"][i])
+                finals += 1
+    assert mode != AutoresetMode.SAME_STEP or finals > 5
+    ref.close()
+
+
+def test_next_step_autoreset_semantics():
+    pool = Serial("CartPole", 1)
+    pool.reset(seed=0)
+    right = np.ones(1, np.int32)
+    for _ in range(300):
+        obs, rew, term, trunc, _ = pool.step(right)
+        if term[0]:
+            break
+    assert term[0]
+    stats = pool.episode_stats()
+    assert stats["episodes"] == 1
+    obs, rew, term, trunc, _ = pool.step(right)  # the reset step: action ignored
+    assert rew[0] == 0 and not term[0] and not trunc[0]
+    assert np.all(np.abs(obs[0]) <= 0.05)
+
+
+def test_reset_mask_resets_only_masked_envs():
+    pool = Serial("CartPole", 4)
+    pool.reset(seed=0)
+    for _ in range(5):
+        pool.step(np.ones(4, np.int32))
+    before = pool.obs.copy()
+    obs, _ = pool.reset(seed=0, options={"reset_mask": np.array([True, False, True, False])})
+    fresh, _ = Serial("CartPole", 4).reset(seed=0)
+    np.testing.assert_array_equal(obs[[0, 2]], fresh[[0, 2]])
+    np.testing.assert_array_equal(obs[[1, 3]], before[[1, 3]])
+
+
+def test_reset_without_seed_continues_rng_and_seed_at_construction_is_reproducible():
+    a, b = Serial("CartPole", 3, seed=11), Serial("CartPole", 3, seed=11)
+    # Construction with seed=11 is a reset(seed=11).
+    np.testing.assert_array_equal(a.obs, Serial("CartPole", 3).reset(seed=11)[0])
+    first = a.obs.copy()
+    np.testing.assert_array_equal(a.reset()[0], b.reset()[0])
+    assert not np.array_equal(a.obs, first)  # the RNG went on
+    # Without a seed, pools differ.
+    assert not np.array_equal(Serial("CartPole", 3).obs, Serial("CartPole", 3).obs)
+
+
+def test_episode_stats_match_a_manual_count():
+    pool = Serial("CartPole", 16)
+    pool.reset(seed=3)
+    returns, lengths = np.zeros(16), np.zeros(16, int)
+    finished = []
+    for a in action_table(16, 500, seed=4):
+        _, rew, term, trunc, _ = pool.step(a)
+        returns += rew
+        lengths += rew > 0  # reset steps give reward 0 and are not episode steps
+        done = term | trunc
+        finished += [(returns[i], lengths[i]) for i in np.flatnonzero(done)]
+        returns[done], lengths[done] = 0, 0
+    stats = pool.episode_stats()
+    assert stats["episodes"] == len(finished) > 0
+    assert stats["mean_return"] == pytest.approx(np.mean([r for r, _ in finished]))
+    assert stats["mean_length"] == pytest.approx(np.mean([n for _, n in finished]))
+    assert pool.episode_stats()["episodes"] == 0  # counted once
+
+
+def test_async_protocol_errors_and_env_ids(no_leaks):
+    with Multiprocessing("CartPole", 8, num_workers=2, batch_size=4) as pool:
+        with pytest.raises(RuntimeError, match="nothing in flight"):
+            pool.recv()
+        with pytest.raises(RuntimeError, match="without a batch"):
+            pool.send(np.zeros(4, np.int32))
+        pool.async_reset(seed=0)
+        _, _, _, _, info = pool.recv()
+        np.testing.assert_array_equal(info["env_id"], np.arange(4))
+        with pytest.raises(RuntimeError, match="async"):
+            pool.step(np.zeros(8, np.int32))
+        with pytest.raises(ValueError, match="env_ids"):
+            pool.send(np.zeros(4, np.int32), env_ids=np.arange(4, 8))
+        pool.send(np.zeros(4, np.int32), env_ids=np.arange(4))
+        _, _, _, _, info = pool.recv()
+        np.testing.assert_array_equal(info["env_id"], np.arange(4, 8))
+
+
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+def test_bad_actions_raise_and_step_nothing(backend, no_leaks):
+    with shoal.make("CartPole", 4, backend=backend, num_workers=2) as pool:
+        pool.reset(seed=0)
+        before = pool.obs.copy()
+        bad = [
+            (np.zeros(3, np.int32), "shape"),
+            (np.zeros((4, 1), np.int32), "shape"),
+            (np.zeros(4, np.float32), "integers"),
+            (np.array([0, 1, 2, 0], np.int32), r"\[0, \[2\]\)"),
+            (np.array([0, -1, 0, 0], np.int64), "out of range"),
+            (np.array([0, 2**32, 0, 0], np.int64), "out of range"),  # would wrap to 0 in int32
+        ]
+        for actions, message in bad:
+            with pytest.raises(ValueError, match=message):
+                pool.step(actions)
+        np.testing.assert_array_equal(pool.obs, before)
+        assert pool.episode_stats()["episodes"] == 0
+        pool.step([0, 1, 1, 0])  # lists of ints are fine
+
+
+def test_inconsistent_sizes_are_rejected_clearly():
+    with pytest.raises(ValueError, match="batch_size must divide"):
+        Serial("CartPole", 10, batch_size=4)
+    with pytest.raises(ValueError, match="multiple of the number of batches"):
+        Serial("CartPole", 8, batch_size=4, num_workers=3)
+    with pytest.raises(ValueError, match="exceeds num_envs"):
+        Serial("CartPole", 2, num_workers=3)
+    with pytest.raises(ValueError, match="num_envs"):
+        Serial("CartPole", 0)
+    with pytest.raises(ValueError, match="unknown env"):
+        Serial("NoSuchEnv", 2)
+    with pytest.raises(ValueError, match="autoreset_mode"):
+        Serial("CartPole", 2, autoreset_mode="sometimes")
+    with pytest.raises(ValueError, match="seed"):
+        Serial("CartPole", 2).reset(seed=-1)
+    # Defaults adapt: one env still works; 4 batches on any machine get >= 4 workers.
+    assert Serial("CartPole", 1).num_workers == 1
+    assert Serial("CartPole", 8, batch_size=2).num_workers % 4 == 0
+
+
+def test_more_workers_than_cores(no_leaks):
+    workers = os.cpu_count() * 2 + 1
+    with Multiprocessing("CartPole", 64, num_workers=workers) as pool:
+        obs, _ = pool.reset(seed=0)
+        np.testing.assert_array_equal(obs, Serial("CartPole", 64).reset(seed=0)[0])
+        pool.step(np.zeros(64, np.int32))
+
+
+def test_close_is_idempotent_and_releases_everything(no_leaks):
+    fds_before = len(os.listdir("/proc/self/fd"))
+    pool = Multiprocessing("CartPole", 16, num_workers=2)
+    obs, _ = pool.reset(seed=0)
+    pool.close()
+    pool.close()
+    assert obs.shape == (16, 4) and np.all(np.abs(obs) <= 0.05)  # views stay readable
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.step(np.zeros(16, np.int32))
+    del obs  # the last view: the mapping and its descriptor go with it
+    assert len(os.listdir("/proc/self/fd")) <= fds_before
+
+
+def test_dropped_pool_leaks_nothing(no_leaks):
+    pool = Multiprocessing("CartPole", 16, num_workers=2)
+    pool.reset(seed=0)
+    pids = [p.pid for p in pool._workers.processes]
+    del pool  # no close()
+    import gc
+    gc.collect()
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+
+
+def test_killed_worker_is_reported_quickly(no_leaks):
+    pool = Multiprocessing("CartPole", 8, num_workers=2)
+    pool.reset(seed=0)
+    victim = pool._workers.processes[1]
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.join(2)
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match=r"worker 1 .*envs 4\.\.7.*signal 9"):
+        pool.step(np.zeros(8, np.int32))
+    assert time.monotonic() - start < 2.0
+    assert pool.closed
+
+
+def test_idle_workers_sleep(no_leaks):
+    with Multiprocessing("CartPole", 8, num_workers=2) as pool:
+        pool.reset(seed=0)
+        pool.step(np.zeros(8, np.int32))
+        time.sleep(0.1)  # past the yield window
+        ticks = os.sysconf("SC_CLK_TCK")
+
+        def cpu_seconds():
+            total = 0
+            for p in pool._workers.processes:
+                fields = open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])
+            return total / ticks
+
+        before = cpu_seconds()
+        time.sleep(1.0)
+        assert cpu_seconds() - before < 0.1, "idle workers are burning CPU"
+        # and they still answer after sleeping
+        obs, *_ = pool.step(np.zeros(8, np.int32))
+        assert obs.shape == (8, 4)
