@@ -28,6 +28,7 @@ extensions = [
         "shoal.pool._native",
         ["pool/_native.pyx"],
         include_dirs=["pool", "envs"],
+        depends=["pool/shoal_sync.h", "envs/shoal_block.h"],
         extra_compile_args=C_FLAGS,
     )
 ] + [
