@@ -57,11 +57,17 @@ def serve(size_t ctrl_address, size_t ops_address):
         shoal_worker_loop(<shoal_ctrl*>ctrl_address, <shoal_block_ops*>ops_address)
 
 
-def first_invalid_action(const int32_t[:, ::1] actions, const int32_t[::1] nvec):
+ctypedef fused action_int:
+    int32_t
+    int64_t
+
+
+def first_invalid_action(const action_int[:, ::1] actions, const int32_t[::1] nvec):
     """Index of the first row holding an action outside [0, nvec[j]), else -1.
 
-    `actions` is (rows, len(nvec)). One pass, no temporaries: cheap enough to
-    run on every step.
+    `actions` is (rows, len(nvec)), int32 or int64 (checked before any cast,
+    so huge values cannot wrap into range). One pass, no temporaries: cheap
+    enough to run on every step.
     """
     cdef Py_ssize_t rows = actions.shape[0], cols = actions.shape[1], i, j
     cdef Py_ssize_t bad = -1

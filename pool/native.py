@@ -265,13 +265,9 @@ class NativePool:
         if a.dtype.kind not in "iu":
             raise ValueError(f"actions must be integers (discrete), got dtype {a.dtype}")
         flat = a.reshape(len(a), -1)
-        if flat.dtype != np.int32:
-            # Range-check in int64 so that huge values cannot wrap into range.
-            wide = flat.astype(np.int64)
-            bad_mask = (wide < 0) | (wide >= self._nvec)
-            bad = int(np.argmax(bad_mask.any(axis=1))) if bad_mask.any() else -1
-        else:
-            bad = _native.first_invalid_action(np.ascontiguousarray(flat), self._nvec)
+        if flat.dtype not in (np.int32, np.int64):
+            flat = flat.astype(np.int64)  # uint64 above 2**63 wraps negative: still rejected
+        bad = _native.first_invalid_action(np.ascontiguousarray(flat), self._nvec)
         if bad >= 0:
             raise ValueError(f"action {a[bad].tolist()} at row {rows.start + bad} is out of range: "
                              f"expected components in [0, {self._nvec.tolist()})")

@@ -198,6 +198,7 @@ def test_bad_actions_raise_and_step_nothing(backend, no_leaks):
             (np.array([0, 1, 2, 0], np.int32), r"\[0, \[2\]\)"),
             (np.array([0, -1, 0, 0], np.int64), "out of range"),
             (np.array([0, 2**32, 0, 0], np.int64), "out of range"),  # would wrap to 0 in int32
+            (np.array([0, 2**64 - 1, 0, 0], np.uint64), "out of range"),
         ]
         for actions, message in bad:
             with pytest.raises(ValueError, match=message):
