@@ -83,9 +83,15 @@ SHOAL_FN void SHOAL_V(slot_step)(SHOAL_ENV_T* env, shoal_episode* ep,
                                  float* rew, uint8_t* term, uint8_t* trunc,
                                  uint8_t* mask, SHOAL_OBS_T* final_obs,
                                  int mode) {
-    if (mode == SHOAL_NEXT_STEP && ep->needs_reset) {
-        /* The step after a done: the action is ignored, the env resets. */
-        SHOAL_V(slot_reset)(env, ep, obs, rew, term, trunc, mask);
+    if (ep->needs_reset) {
+        if (mode == SHOAL_NEXT_STEP) {
+            /* The step after a done: the action is ignored, the env resets. */
+            SHOAL_V(slot_reset)(env, ep, obs, rew, term, trunc, mask);
+        } else {
+            /* DISABLED, stepped past a done without a reset: the env goes on
+             * as its header says, but no episode is counted again. */
+            SHOAL_V(step)(env, act, obs, rew, term, trunc, mask);
+        }
         return;
     }
     int over = SHOAL_V(step)(env, act, obs, rew, term, trunc, mask);

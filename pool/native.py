@@ -58,12 +58,13 @@ def parse_autoreset_mode(mode) -> AutoresetMode:
     if isinstance(mode, AutoresetMode):
         return mode
     if isinstance(mode, str):
-        try:
-            return AutoresetMode(mode.lower())
-        except ValueError:
-            pass
+        # "next_step", "NextStep", "NEXT_STEP" all name AutoresetMode.NEXT_STEP
+        by_name = {m.name.replace("_", "").lower(): m for m in AutoresetMode}
+        key = mode.replace("_", "").replace("-", "").lower()
+        if key in by_name:
+            return by_name[key]
     raise ValueError(f"autoreset_mode must be a gymnasium.vector.AutoresetMode or one of "
-                     f"{[m.value for m in AutoresetMode]}, got {mode!r}")
+                     f"'next_step', 'same_step', 'disabled', got {mode!r}")
 
 
 def plan_blocks(num_envs: int, batch_size: int, num_workers: int) -> list[list[tuple[int, int]]]:
@@ -197,6 +198,8 @@ class NativePool:
         if seed is None:
             b.reset_requests[:] = RESET
             return
+        if isinstance(seed, bool) or isinstance(seed, (float, str, bytes)):
+            raise ValueError(f"seed must be None, an int or a sequence of ints, got {seed!r}")
         if isinstance(seed, (int, np.integer)):
             seed = int(seed)
             if seed < 0 or seed + n - 1 >= 2**64:
@@ -211,7 +214,7 @@ class NativePool:
         for i, s in enumerate(seeds):
             if s is None:
                 b.reset_requests[i] = RESET
-            elif isinstance(s, (int, np.integer)) and 0 <= s < 2**64:
+            elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and 0 <= s < 2**64:
                 b.seeds[i] = int(s)
                 b.reset_requests[i] = RESEED
             else:
@@ -236,10 +239,7 @@ class NativePool:
                 raise ValueError(f"options['reset_mask'] must be a bool array of shape "
                                  f"({self.num_envs},), got {mask.dtype} {mask.shape}")
             self._buffers.reset_requests[~mask] = KEEP
-        for batch in range(self.num_batches):
-            self._start(batch, _native.CMD_RESET)
-        for batch in range(self.num_batches):
-            self._finish(batch)
+        self._run_all(_native.CMD_RESET)
         return self._buffers.obs, {}
 
     def async_reset(self, *, seed=None, options: dict | None = None) -> None:
@@ -251,8 +251,8 @@ class NativePool:
         if options:
             raise ValueError("async_reset() takes no options")
         for batch in range(self.num_batches):
-            self._start(batch, _native.CMD_RESET)
             self._in_flight.append(batch)
+            self._start_or_close(batch, _native.CMD_RESET)
 
     # ---- stepping -----------------------------------------------------------------
     def _write_actions(self, actions, rows: slice) -> None:
@@ -284,12 +284,28 @@ class NativePool:
         if self._in_flight or self._with_user:
             raise RuntimeError("step() while async batches are out: use send()/recv()")
         self._write_actions(actions, slice(0, self.num_rows))
-        for batch in range(self.num_batches):
-            self._start(batch, _native.CMD_STEP)
-        for batch in range(self.num_batches):
-            self._finish(batch)
+        self._run_all(_native.CMD_STEP)
         b = self._buffers
         return b.obs, b.rewards, b.terminals, b.truncations, self._step_info(slice(0, self.num_rows))
+
+    def _start_or_close(self, batch: int, command: int) -> None:
+        try:
+            self._start(batch, command)
+        except BaseException:
+            self.close()
+            raise
+
+    def _run_all(self, command: int) -> None:
+        """Run `command` on every batch and wait. An exception in between
+        (Ctrl-C, a dead worker) closes the pool: workers may be mid-command."""
+        try:
+            for batch in range(self.num_batches):
+                self._start(batch, command)
+            for batch in range(self.num_batches):
+                self._finish(batch)
+        except BaseException:
+            self.close()
+            raise
 
     def _step_info(self, rows: slice) -> dict:
         if self.autoreset_mode != AutoresetMode.SAME_STEP:
@@ -315,8 +331,8 @@ class NativePool:
                                  f"(envs {expected[0]}..{expected[-1]})")
         self._write_actions(actions, rows)
         self._with_user.popleft()
-        self._start(batch, _native.CMD_STEP)
         self._in_flight.append(batch)
+        self._start_or_close(batch, _native.CMD_STEP)
 
     def recv(self):
         """Wait for the next batch in flight; returns (obs, rewards, terminals,
@@ -325,7 +341,11 @@ class NativePool:
         if not self._in_flight:
             raise RuntimeError("recv() with nothing in flight: call async_reset() or send() first")
         batch = self._in_flight.popleft()
-        self._finish(batch)
+        try:
+            self._finish(batch)
+        except BaseException:
+            self.close()
+            raise
         self._with_user.append(batch)
         rows = self._rows(batch)
         b = self._buffers
@@ -407,10 +427,15 @@ class Serial(NativePool):
 
 
 def _worker_main(buffers: Buffers, worker: int, start: int, stop: int, mode: int,
-                 keep_final: bool, parent_pid: int, ready) -> None:
-    """Entry point of a worker process: build the block, then serve commands."""
+                 keep_final: bool, parent_pid: int | None, ready) -> None:
+    """Entry point of a worker process: build the block, then serve commands.
+
+    parent_pid: the pool's process when it is this worker's parent (fork,
+    spawn). None under forkserver: the worker's parent is then the
+    forkserver, which exits when the pool's process does.
+    """
     _native.die_with_parent()
-    if os.getppid() != parent_pid:
+    if parent_pid is not None and os.getppid() != parent_pid:  # parent died before we got here
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     try:
@@ -456,6 +481,12 @@ class Multiprocessing(NativePool):
 
     context: multiprocessing start method ("fork" default on Linux, fast to
     start; "spawn" / "forkserver" also work).
+
+    Workers are killed by the kernel when the thread that created the pool
+    exits (PR_SET_PDEATHSIG, so a crashed parent never leaves them behind):
+    create pools on a thread that outlives them, such as the main thread.
+    Under "forkserver" they die with the forkserver, which exits with this
+    process.
     """
 
     _shared_memory = True
@@ -472,6 +503,7 @@ class Multiprocessing(NativePool):
         self._finalizer = weakref.finalize(self, workers.shutdown)
         self._ctrl = self._buffers.control_address
         self._batch_workers = []  # per batch: (first worker, count)
+        parent_pid = None if self._context == "forkserver" else os.getpid()
         pipes = []
         for batch in self._plan:
             self._batch_workers.append((len(workers.processes), len(batch)))
@@ -480,7 +512,7 @@ class Multiprocessing(NativePool):
                 receive, send = ctx.Pipe(duplex=False)
                 p = ctx.Process(target=_worker_main, name=f"shoal-worker-{k}", daemon=True,
                                 args=(self._buffers, k, start, stop, mode, keep_final,
-                                      os.getpid(), send))
+                                      parent_pid, send))
                 p.start()
                 send.close()
                 workers.processes.append(p)
@@ -490,8 +522,12 @@ class Multiprocessing(NativePool):
             while not receive.poll(_WAIT_SLICE_S):
                 if not workers.processes[k].is_alive():
                     raise self._worker_failure(k, "exited while starting")
-            message = receive.recv()
-            receive.close()
+            try:
+                message = receive.recv()
+            except EOFError:
+                raise self._worker_failure(k, "exited while starting") from None
+            finally:
+                receive.close()
             if message is not None:
                 raise WorkerError(f"worker {k} (envs {workers.ranges[k]}) failed to start:\n{message}")
 
@@ -509,18 +545,12 @@ class Multiprocessing(NativePool):
 
     def _finish(self, batch: int) -> None:
         first, count = self._batch_workers[batch]
-        try:
-            while True:
-                busy = _native.wait_done(self._ctrl, first, count, _WAIT_SLICE_S)
-                if busy < 0:
-                    return
-                if not self._workers.processes[busy].is_alive():
-                    error = self._worker_failure(busy, "died")
-                    self.close()
-                    raise error
-        except KeyboardInterrupt:
-            self.close()  # workers are mid-command: the pool cannot be reused
-            raise
+        while True:  # the caller closes the pool on any exception
+            busy = _native.wait_done(self._ctrl, first, count, _WAIT_SLICE_S)
+            if busy < 0:
+                return
+            if not self._workers.processes[busy].is_alive():
+                raise self._worker_failure(busy, "died")
 
     def close(self) -> None:
         if not self.closed:

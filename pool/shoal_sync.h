@@ -115,7 +115,6 @@ static inline int shoal_wait(uint32_t* word, uint32_t value, int until_equal,
         if (SHOAL_READY(shoal_load(word))) return 1;
         waited = shoal_now_ns() - start;
         if (timeout_ns >= 0 && waited >= timeout_ns) return 0;
-        if (timeout_ns < 0 && getppid() == 1) return 0; /* orphaned worker */
     }
 #undef SHOAL_READY
 }
@@ -123,7 +122,7 @@ static inline int shoal_wait(uint32_t* word, uint32_t value, int until_equal,
 /* Parent: hand `command` to workers [first, first + count). */
 static inline void shoal_send(shoal_ctrl* ctrl, int first, int count, uint32_t command) {
     for (int w = first; w < first + count; w++) {
-        ctrl[w].command = command;
+        __atomic_store_n(&ctrl[w].command, command, __ATOMIC_RELAXED);
         shoal_publish(&ctrl[w].request, ctrl[w].request + 1, &ctrl[w].worker_sleeping);
     }
 }
@@ -139,7 +138,8 @@ static inline int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_
     return -1;
 }
 
-/* Worker: serve commands until CLOSE (or until orphaned). */
+/* Worker: serve commands until CLOSE. (A dead parent kills the worker
+ * through PR_SET_PDEATHSIG, set before this loop starts.) */
 static inline void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops) {
     /* Requests count from 0 when the pool is created; the parent may have
      * sent the first one before this worker got here. */
@@ -147,7 +147,7 @@ static inline void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops) {
     for (;;) {
         if (!shoal_wait(&ctrl->request, seen, 0, &ctrl->worker_sleeping, -1)) return;
         seen = shoal_load(&ctrl->request);
-        const uint32_t command = ctrl->command;
+        const uint32_t command = __atomic_load_n(&ctrl->command, __ATOMIC_RELAXED);
         if (command != SHOAL_CMD_CLOSE) ops->run(ops->ctx, (int)command);
         shoal_publish(&ctrl->done, seen, &ctrl->parent_sleeping);
         if (command == SHOAL_CMD_CLOSE) return;

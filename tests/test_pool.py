@@ -77,11 +77,27 @@ def test_bit_identical_across_backends_and_worker_counts(no_leaks):
         assert_same(async_rollout(pool, actions), reference)
 
 
-def test_spawn_context_matches_fork(no_leaks):
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_other_start_methods_match_fork(context, no_leaks):
     n, actions = 8, action_table(8, 50)
     reference = rollout(Serial("CartPole", n), actions)
-    with Multiprocessing("CartPole", n, num_workers=2, context="spawn") as pool:
+    with Multiprocessing("CartPole", n, num_workers=2, context=context) as pool:
         assert_same(rollout(pool, actions), reference)
+
+
+def test_autoreset_mode_accepts_enum_and_names():
+    for name in ("next_step", "NextStep", "NEXT_STEP"):
+        assert Serial("CartPole", 1, autoreset_mode=name).autoreset_mode == AutoresetMode.NEXT_STEP
+    assert Serial("CartPole", 1, autoreset_mode="same_step").metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    assert Serial("CartPole", 1, autoreset_mode=AutoresetMode.DISABLED).autoreset_mode == AutoresetMode.DISABLED
+
+
+def test_disabled_mode_counts_an_episode_once_when_stepped_past_its_end():
+    pool = Serial("CartPole", 2, autoreset_mode="disabled", seed=0)
+    for _ in range(60):
+        pool.step(np.zeros(2, np.int32))  # always left: both fall within ~10 steps
+    stats = pool.episode_stats()
+    assert stats["episodes"] == 2 and stats["mean_length"] < 30
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
@@ -221,8 +237,9 @@ def test_inconsistent_sizes_are_rejected_clearly():
         Serial("NoSuchEnv", 2)
     with pytest.raises(ValueError, match="autoreset_mode"):
         Serial("CartPole", 2, autoreset_mode="sometimes")
-    with pytest.raises(ValueError, match="seed"):
-        Serial("CartPole", 2).reset(seed=-1)
+    for bad_seed in (-1, True, 1.5, [0, "x"], [0]):
+        with pytest.raises(ValueError, match="seed"):
+            Serial("CartPole", 2).reset(seed=bad_seed)
     # Defaults adapt: one env still works; 4 batches on any machine get >= 4 workers.
     assert Serial("CartPole", 1).num_workers == 1
     assert Serial("CartPole", 8, batch_size=2).num_workers % 4 == 0
