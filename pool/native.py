@@ -132,6 +132,11 @@ class NativePool:
         self._nvec = np.asarray(self.spec.action_nvec, dtype=np.int32)
 
         self._plan = plan_blocks(num_envs, self.batch_size, num_workers)
+        # info["env_id"] of each batch, built once (read-only: shared by every recv)
+        self._env_ids = [np.arange(b * self.batch_size, (b + 1) * self.batch_size)
+                         for b in range(len(self._plan))]
+        for ids in self._env_ids:
+            ids.flags.writeable = False
         self._buffers = Buffers(self.spec, num_envs, num_workers, shared=self._shared_memory)
         self._final_mask = np.zeros(self.num_rows, dtype=np.bool_)
         self._in_flight: deque[int] = deque()   # batches sent, in recv order
@@ -283,10 +288,11 @@ class NativePool:
         self._check_open()
         if self._in_flight or self._with_user:
             raise RuntimeError("step() while async batches are out: use send()/recv()")
-        self._write_actions(actions, slice(0, self.num_rows))
+        all_rows = slice(0, self.num_rows)
+        self._write_actions(actions, all_rows)
         self._run_all(_native.CMD_STEP)
         b = self._buffers
-        return b.obs, b.rewards, b.terminals, b.truncations, self._step_info(slice(0, self.num_rows))
+        return b.obs, b.rewards, b.terminals, b.truncations, self._step_info(all_rows)
 
     def _start_or_close(self, batch: int, command: int) -> None:
         try:
@@ -325,7 +331,7 @@ class NativePool:
         batch = self._with_user[0]
         rows = self._rows(batch)
         if env_ids is not None:
-            expected = np.arange(batch * self.batch_size, (batch + 1) * self.batch_size)
+            expected = self._env_ids[batch]
             if not np.array_equal(np.asarray(env_ids), expected):
                 raise ValueError(f"env_ids do not match the batch awaiting actions "
                                  f"(envs {expected[0]}..{expected[-1]})")
@@ -350,7 +356,7 @@ class NativePool:
         rows = self._rows(batch)
         b = self._buffers
         info = self._step_info(rows)
-        info["env_id"] = np.arange(batch * self.batch_size, (batch + 1) * self.batch_size)
+        info["env_id"] = self._env_ids[batch]
         return b.obs[rows], b.rewards[rows], b.terminals[rows], b.truncations[rows], info
 
     # ---- episode statistics (off the hot path) -----------------------------------
