@@ -5,11 +5,17 @@
     obs, info = pool.reset(seed=0)
     obs, rewards, terminals, truncations, info = pool.step(actions)
     pool.close()
+
+Importing shoal also registers gymnasium ids ("shoal/CartPole-v0") for
+gymnasium.make / gymnasium.make_vec (see shoal.registration).
 """
 __version__ = "0.1.0"
 
 from shoal.envs import names as env_names  # noqa: E402
 from shoal.envs import spec as env_spec  # noqa: E402
+from shoal.registration import register_envs as _register_envs  # noqa: E402
+
+_register_envs()
 
 
 def make(env: str, num_envs: int = 1, backend: str = "multiprocessing", **kwargs):

@@ -1,0 +1,71 @@
+"""gymnasium ids for shoal's first-party single-agent envs.
+
+`import shoal` registers, for each such env, "shoal/<Name>-v0"
+(e.g. "shoal/CartPole-v0"):
+
+    env = gymnasium.make("shoal/CartPole-v0")              # one env: shoal.single.SingleEnv
+    envs = gymnasium.make_vec("shoal/CartPole-v0", num_envs=64)
+        # the native pool: shoal.pool.gym_native.NativeVectorEnv; pool arguments as
+        # keywords: backend="serial", num_workers=4, autoreset_mode="same_step", seed=0
+    envs = gymnasium.make_vec("shoal/CartPole-v0", num_envs=8, vectorization_mode="sync")
+        # gymnasium's SyncVectorEnv ("async": AsyncVectorEnv) over SingleEnvs; keywords
+        # then go to SingleEnv (render_mode only), vector_kwargs to the vector env
+
+Without `import shoal` first, gymnasium's module syntax imports it:
+gymnasium.make("shoal:shoal/CartPole-v0") and make_vec("shoal:shoal/CartPole-v0").
+The bare id alone fails (gymnasium 1.x has no entry-point plugin discovery).
+
+Episode limits: the C env truncates its own episodes (CartPole at 500 steps,
+reported as truncated=True on that step, exactly like CartPole-v1's
+TimeLimit), so the ids are registered without max_episode_steps: no
+TimeLimit wrapper is added on top. gymnasium.make(..., max_episode_steps=n)
+still adds one, which only shortens episodes (n < 500); the native vector
+env rejects any other value than the C limit.
+"""
+from __future__ import annotations
+
+import gymnasium
+
+from shoal.envs import names, spec
+
+NAMESPACE = "shoal"
+VERSION = 0
+
+
+def gym_id(env_name: str) -> str:
+    """The gymnasium id of first-party env `env_name`: "shoal/CartPole-v0"."""
+    return f"{NAMESPACE}/{spec(env_name).name}-v{VERSION}"
+
+
+def make_native_vector_env(num_envs: int = 1, env_name: str = "CartPole", **kwargs):
+    """make_vec's vector_entry_point. The registered kwargs are shared by both
+    entry points and named for SingleEnv (env_name); this maps them onto
+    NativeVectorEnv(env, num_envs, **kwargs)."""
+    from shoal.pool.gym_native import NativeVectorEnv  # the pool loads only when used
+    return NativeVectorEnv(env_name, num_envs, **kwargs)
+
+
+def register_envs() -> list[str]:
+    """Register every single-agent first-party env; returns their ids.
+
+    Idempotent: ids already registered are left alone (gymnasium would warn
+    "Overriding environment" on a second register()).
+    """
+    ids = []
+    for name in names():
+        env_spec = spec(name)
+        if env_spec.agents != 1:
+            continue  # gymnasium.Env is single-agent; multi-agent envs go through pettingzoo
+        env_id = gym_id(name)
+        ids.append(env_id)
+        if env_id in gymnasium.registry:
+            continue
+        gymnasium.register(
+            id=env_id,
+            entry_point="shoal.single:SingleEnv",
+            vector_entry_point="shoal.registration:make_native_vector_env",
+            kwargs={"env_name": env_spec.name},
+            reward_threshold=env_spec.reward_threshold,
+            # No max_episode_steps: the C env truncates by itself (see module doc).
+        )
+    return ids
