@@ -1,7 +1,9 @@
 """shoal.pool: vectorized env pools over shared memory.
 
 Serial and Multiprocessing step shoal's first-party C envs (see
-shoal.pool.native for the protocol and semantics).
+shoal.pool.native for the protocol and semantics); NativeVectorEnv is the
+same pool as an exact gymnasium VectorEnv. AsyncVectorEnv is a drop-in for
+gymnasium's, around any gymnasium env (shoal.pool.python_pool).
 """
 from gymnasium.vector import AutoresetMode
 
@@ -12,6 +14,8 @@ from shoal.pool.native import (
     WorkerError,
     available_cores,
 )
+from shoal.pool.gym_native import NativeVectorEnv
+from shoal.pool.python_pool import AsyncVectorEnv
 
-__all__ = ["AutoresetMode", "Multiprocessing", "NativePool", "Serial", "WorkerError",
-           "available_cores"]
+__all__ = ["AsyncVectorEnv", "AutoresetMode", "Multiprocessing", "NativePool", "NativeVectorEnv",
+           "Serial", "WorkerError", "available_cores"]

@@ -15,8 +15,21 @@ cdef extern from "shoal_sync.h" nogil:
         SHOAL_CMD_RESET
         SHOAL_CMD_CLOSE
     void shoal_send(shoal_ctrl* ctrl, int first, int count, uint32_t command)
-    int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns)
+    int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns, int64_t yield_ns)
+    enum: SHOAL_YIELD_NS
     void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops)
+    uint32_t shoal_next_request(shoal_ctrl* ctrl, uint32_t seen, int64_t yield_ns)
+    void shoal_report_done(shoal_ctrl* ctrl, uint32_t request, uint32_t status)
+
+ctypedef struct ctrl_words:  # the fields of shoal_ctrl read from Python
+    uint32_t request
+    uint32_t command
+    uint32_t worker_sleeping
+    uint32_t pad0_[13]
+    uint32_t done
+    uint32_t parent_sleeping
+    uint32_t status
+    uint32_t pad1_[13]
 
 cdef extern from "sys/prctl.h" nogil:
     int prctl(int option, unsigned long arg2, unsigned long arg3, unsigned long arg4, unsigned long arg5)
@@ -28,6 +41,7 @@ cdef extern from "signal.h" nogil:
 CMD_STEP = SHOAL_CMD_STEP
 CMD_RESET = SHOAL_CMD_RESET
 CMD_CLOSE = SHOAL_CMD_CLOSE
+CMD_MESSAGE = 4  # Python workers only: read the next message from the pipe
 CTRL_BYTES = 128
 
 
@@ -41,13 +55,18 @@ def send(size_t ctrl_address, int first, int count, int command):
     shoal_send(<shoal_ctrl*>ctrl_address, first, count, command)
 
 
-def wait_done(size_t ctrl_address, int first, int count, double timeout_s):
+YIELD_S = SHOAL_YIELD_NS / 1e9  # default: yield this long before sleeping
+
+
+def wait_done(size_t ctrl_address, int first, int count, double timeout_s, double yield_s=YIELD_S):
     """Wait for workers [first, first + count); -1 when all are done, else the
-    index of a worker still busy after timeout_s (GIL released meanwhile)."""
+    index of a worker still busy after timeout_s (GIL released meanwhile).
+    yield_s: how long to yield the core before sleeping on a futex."""
     cdef int64_t timeout_ns = <int64_t>(timeout_s * 1e9)
+    cdef int64_t yield_ns = <int64_t>(yield_s * 1e9)
     cdef int busy
     with nogil:
-        busy = shoal_wait_done(<shoal_ctrl*>ctrl_address, first, count, timeout_ns)
+        busy = shoal_wait_done(<shoal_ctrl*>ctrl_address, first, count, timeout_ns, yield_ns)
     return busy
 
 
@@ -55,6 +74,27 @@ def serve(size_t ctrl_address, size_t ops_address):
     """Worker side: run commands for one block until CLOSE (GIL released)."""
     with nogil:
         shoal_worker_loop(<shoal_ctrl*>ctrl_address, <shoal_block_ops*>ops_address)
+
+
+def next_request(size_t ctrl_address, uint32_t seen, double yield_s=YIELD_S):
+    """Worker side (Python workers): wait for a request after `seen`;
+    returns (request, command). GIL released while waiting."""
+    cdef shoal_ctrl* ctrl = <shoal_ctrl*>ctrl_address
+    cdef uint32_t request
+    cdef int64_t yield_ns = <int64_t>(yield_s * 1e9)
+    with nogil:
+        request = shoal_next_request(ctrl, seen, yield_ns)
+    return request, (<ctrl_words*>ctrl_address).command
+
+
+def report_done(size_t ctrl_address, uint32_t request, uint32_t status):
+    """Worker side (Python workers): mark `request` done with `status`."""
+    shoal_report_done(<shoal_ctrl*>ctrl_address, request, status)
+
+
+def worker_status(size_t ctrl_address, int worker):
+    """Parent side: the status a worker reported with its last done."""
+    return (<ctrl_words*>(ctrl_address + <size_t>worker * sizeof(ctrl_words))).status
 
 
 ctypedef fused action_int:

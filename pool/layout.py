@@ -55,6 +55,8 @@ class SharedRegion:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        if self.memory is None:
+            return
         try:
             self.memory.close()
         except BufferError:

@@ -464,13 +464,15 @@ class _Workers:
         self.processes: list = []
         self.ranges: list[tuple[int, int]] = []
 
-    def shutdown(self) -> None:
+    def shutdown(self, join_timeout: float = 1.0) -> None:
+        """Ask every worker to close, wait up to join_timeout each, kill the
+        rest, free the memory. Safe to call again."""
         if self.processes:
             alive = [k for k, p in enumerate(self.processes) if p.is_alive()]
             if alive:
                 _native.send(self.buffers.control_address, 0, len(self.processes), _native.CMD_CLOSE)
             for p in self.processes:
-                p.join(timeout=1.0)
+                p.join(timeout=join_timeout)
             for p in self.processes:
                 if p.is_alive():
                     p.kill()
@@ -479,6 +481,13 @@ class _Workers:
                     p.close()  # releases its sentinel descriptor
             self.processes = []
         self.buffers.close()
+
+    def kill(self) -> None:
+        """Kill every worker now (no goodbye), then shut down."""
+        for p in self.processes:
+            if p.is_alive():
+                p.kill()
+        self.shutdown()
 
 
 class Multiprocessing(NativePool):

@@ -42,7 +42,8 @@ typedef struct {
     /* written by the worker (own cache line) */
     uint32_t done;             /* = request once the command has run */
     uint32_t parent_sleeping;  /* set by the parent while in futex wait on done */
-    uint32_t pad1_[14];
+    uint32_t status;           /* Python workers: SHOAL_STATUS_* of the last command */
+    uint32_t pad1_[13];
 } shoal_ctrl;
 
 typedef char shoal_ctrl_is_128_bytes[sizeof(shoal_ctrl) == 128 ? 1 : -1];
@@ -85,7 +86,7 @@ static inline void shoal_publish(uint32_t* word, uint32_t value, uint32_t* sleep
 /* Wait until (*word == value) if until_equal, else until (*word != value).
  * Returns 1 when the condition holds, 0 after timeout_ns (< 0: no timeout). */
 static inline int shoal_wait(uint32_t* word, uint32_t value, int until_equal,
-                             uint32_t* sleeping, int64_t timeout_ns) {
+                             uint32_t* sleeping, int64_t timeout_ns, int64_t yield_ns) {
 #define SHOAL_READY(v) (until_equal ? (v) == value : (v) != value)
     for (int i = 0; i < SHOAL_SPIN_ITERS; i++) {
         if (SHOAL_READY(shoal_load(word))) return 1;
@@ -93,7 +94,7 @@ static inline int shoal_wait(uint32_t* word, uint32_t value, int until_equal,
     }
     const int64_t start = shoal_now_ns();
     int64_t waited = 0;
-    while (waited < SHOAL_YIELD_NS) {
+    while (waited < yield_ns) {
         for (int k = 0; k < 8; k++) {
             sched_yield();
             if (SHOAL_READY(shoal_load(word))) return 1;
@@ -119,6 +120,19 @@ static inline int shoal_wait(uint32_t* word, uint32_t value, int until_equal,
 #undef SHOAL_READY
 }
 
+/* Worker: wait for the next request after `seen`; returns it (the command
+ * is then in ctrl->command). Used by Python workers, which run their own loop. */
+static inline uint32_t shoal_next_request(shoal_ctrl* ctrl, uint32_t seen, int64_t yield_ns) {
+    shoal_wait(&ctrl->request, seen, 0, &ctrl->worker_sleeping, -1, yield_ns);
+    return shoal_load(&ctrl->request);
+}
+
+/* Worker: report `request` done, with `status` (ordered before done). */
+static inline void shoal_report_done(shoal_ctrl* ctrl, uint32_t request, uint32_t status) {
+    __atomic_store_n(&ctrl->status, status, __ATOMIC_RELAXED);
+    shoal_publish(&ctrl->done, request, &ctrl->parent_sleeping);
+}
+
 /* Parent: hand `command` to workers [first, first + count). */
 static inline void shoal_send(shoal_ctrl* ctrl, int first, int count, uint32_t command) {
     for (int w = first; w < first + count; w++) {
@@ -130,9 +144,10 @@ static inline void shoal_send(shoal_ctrl* ctrl, int first, int count, uint32_t c
 /* Parent: wait for workers [first, first + count) to finish their command.
  * Returns -1 when all are done, else the first worker still busy after
  * timeout_ns (the caller checks it is alive and waits again). */
-static inline int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns) {
+static inline int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns,
+                                  int64_t yield_ns) {
     for (int w = first; w < first + count; w++) {
-        if (!shoal_wait(&ctrl[w].done, ctrl[w].request, 1, &ctrl[w].parent_sleeping, timeout_ns))
+        if (!shoal_wait(&ctrl[w].done, ctrl[w].request, 1, &ctrl[w].parent_sleeping, timeout_ns, yield_ns))
             return w;
     }
     return -1;
@@ -145,7 +160,7 @@ static inline void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops) {
      * sent the first one before this worker got here. */
     uint32_t seen = 0;
     for (;;) {
-        if (!shoal_wait(&ctrl->request, seen, 0, &ctrl->worker_sleeping, -1)) return;
+        if (!shoal_wait(&ctrl->request, seen, 0, &ctrl->worker_sleeping, -1, SHOAL_YIELD_NS)) return;
         seen = shoal_load(&ctrl->request);
         const uint32_t command = __atomic_load_n(&ctrl->command, __ATOMIC_RELAXED);
         if (command != SHOAL_CMD_CLOSE) ops->run(ops->ctx, (int)command);

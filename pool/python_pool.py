@@ -1,0 +1,777 @@
+"""A drop-in for gymnasium.vector.AsyncVectorEnv, around any gymnasium env.
+
+    from shoal.pool import AsyncVectorEnv
+    envs = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 16)
+    obs, infos = envs.reset(seed=0)
+    obs, rewards, terminations, truncations, infos = envs.step(envs.action_space.sample())
+
+Same constructor, methods, errors and outputs as gymnasium's AsyncVectorEnv
+(outputs equal SyncVectorEnv's for the same seeds and actions). What differs
+is how the work moves:
+
+- Envs are split into contiguous blocks, one block per worker process
+  (default: one worker per core), not one process per env.
+- Actions, observations, rewards, terminations and truncations live in one
+  shared-memory region, laid out in gymnasium's batched structure
+  (shoal.pool.spaces). A step writes the actions, wakes the workers through
+  the same futex control blocks as the native pool (pool/shoal_sync.h), and
+  each worker steps its envs in a Python loop that writes rows in place.
+- Nothing is pickled on a step unless there is something to say: a worker
+  sends infos (and SAME_STEP final observations) over its pipe only when an
+  env returned a non-empty info, and flags that in its control block.
+- Other commands (reset with seeds and options, call, get_attr, set_attr,
+  render) travel as messages over the worker's pipe.
+
+Faults: an exception in an env is re-raised in the parent with the worker's
+traceback attached as a note, and the pool is closed. A worker that dies is
+reported within a second (WorkerError naming the worker and its envs), and
+Ctrl-C while waiting closes the pool; memory is a memfd, so nothing can be
+left in /dev/shm.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import time
+import traceback
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import Env, Space, logger
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, CustomSpaceError, NoAsyncCallError
+from gymnasium.spaces.utils import is_space_dtype_shape_equiv
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.async_vector_env import AsyncState
+from gymnasium.vector.utils import (
+    CloudpickleWrapper,
+    batch_differing_spaces,
+    batch_space,
+    concatenate,
+    create_empty_array,
+    iterate,
+)
+
+from shoal.pool import _native
+from shoal.pool.layout import ALIGN, CTRL_BYTES, SharedRegion
+from shoal.pool.native import WorkerError, _Workers, available_cores, parse_autoreset_mode
+from shoal.pool.spaces import (
+    batch_bytes,
+    carve_batch,
+    copy_batch_into,
+    is_shareable,
+    row_reader,
+    row_writer,
+)
+
+# What a worker's control block says about its last command.
+STATUS_QUIET = 0   # results are in shared memory, nothing on the pipe
+STATUS_REPLY = 1   # a reply waits on the pipe
+STATUS_ERROR = 2   # an exception report waits on the pipe
+
+_WAIT_SLICE_S = 0.25  # how often a waiting parent checks its workers are alive
+PARENT_YIELD_S = _native.YIELD_S  # how long a waiter yields its core before sleeping
+WORKER_YIELD_S = _native.YIELD_S
+_RESERVED_CALLS = ("reset", "step", "close", "_setattr", "_check_spaces")
+
+
+class _SharedMemory:
+    """The pool's one shared region: worker control blocks, rewards and flags,
+    and (when shareable) the observation and action batches."""
+
+    def __init__(self, num_envs: int, num_workers: int, observation_space: Space | None,
+                 action_space: Space | None, region: SharedRegion | None = None):
+        self.num_envs, self.num_workers = num_envs, num_workers
+        self.observation_space, self.action_space = observation_space, action_space
+        n = num_envs
+        sizes = [num_workers * CTRL_BYTES, _up(8 * n), _up(n), _up(n)]
+        if observation_space is not None:
+            sizes.append(batch_bytes(observation_space, n))
+        if action_space is not None:
+            sizes.append(batch_bytes(action_space, n))
+        self.region = region or SharedRegion(sum(sizes))
+        memory = self.region.memory
+        offsets = np.cumsum([0] + sizes)
+        self.control_address = _address_of(memory)
+        self.rewards = np.frombuffer(memory, np.float64, n, offsets[1])
+        self.terminations = np.frombuffer(memory, np.bool_, n, offsets[2])
+        self.truncations = np.frombuffer(memory, np.bool_, n, offsets[3])
+        k = 4
+        self.observations = self.actions = None
+        if observation_space is not None:
+            self.observations = carve_batch(observation_space, n, memory, int(offsets[k]))
+            k += 1
+        if action_space is not None:
+            self.actions = carve_batch(action_space, n, memory, int(offsets[k]))
+
+    def __reduce__(self):  # spawned workers rebuild the same views over the same region
+        return (_SharedMemory, (self.num_envs, self.num_workers, self.observation_space,
+                                self.action_space, self.region))
+
+    def close(self) -> None:
+        self.region.close()
+
+
+def _up(nbytes: int) -> int:
+    return (nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _address_of(memory) -> int:
+    return np.frombuffer(memory, np.uint8).ctypes.data
+
+
+# ---------------------------------------------------------------------------
+# Worker side
+# ---------------------------------------------------------------------------
+
+class _EnvBlock:
+    """Worker side: envs [start, start + len(envs)) of the pool, stepped in
+    order, their results written to rows of the shared buffers."""
+
+    def __init__(self, envs: list[Env], start: int, memory: _SharedMemory, mode: AutoresetMode,
+                 observation_space: Space):
+        self.envs, self.start, self.mode = envs, start, mode
+        self.rows = range(start, start + len(envs))
+        self.rewards, self.terminations, self.truncations = \
+            memory.rewards, memory.terminations, memory.truncations
+        shared_obs = memory.observations is not None
+        self.write_obs = row_writer(observation_space, memory.observations) if shared_obs else None
+        self.read_action = row_reader(memory.action_space, memory.actions) \
+            if memory.actions is not None else None
+        self.last_obs: list[Any] = [None] * len(envs)  # kept when obs travel by pipe
+        self.autoreset = [False] * len(envs)           # NEXT_STEP: reset on the next step
+
+    def _store_obs(self, j: int, obs) -> None:
+        if self.write_obs is not None:
+            self.write_obs(self.start + j, obs)
+        else:
+            self.last_obs[j] = obs
+
+    def _obs_reply(self):
+        return None if self.write_obs is not None else list(self.last_obs)
+
+    def step(self, actions: list | None = None):
+        """Step every env (actions from shared memory unless given); returns a
+        reply for the parent, or None when everything is in shared memory."""
+        infos = []
+        mode = self.mode
+        for j, env in enumerate(self.envs):
+            i = self.start + j
+            action = self.read_action(i) if actions is None else actions[j]
+            if mode == AutoresetMode.NEXT_STEP:
+                if self.autoreset[j]:
+                    obs, info = env.reset()
+                    reward, terminated, truncated = 0.0, False, False
+                else:
+                    obs, reward, terminated, truncated, info = env.step(action)
+                self.autoreset[j] = terminated or truncated
+            elif mode == AutoresetMode.SAME_STEP:
+                obs, reward, terminated, truncated, info = env.step(action)
+                if terminated or truncated:
+                    # the same two infos, in the same order, as SyncVectorEnv adds them
+                    infos.append((i, {"final_obs": obs, "final_info": info}))
+                    obs, info = env.reset()
+            else:  # DISABLED: the user resets done envs with reset_mask
+                obs, reward, terminated, truncated, info = env.step(action)
+            self._store_obs(j, obs)
+            self.rewards[i] = reward
+            self.terminations[i] = terminated
+            self.truncations[i] = truncated
+            if info:
+                infos.append((i, info))
+        obs_reply = self._obs_reply()
+        if infos or obs_reply is not None:
+            return obs_reply, infos
+        return None
+
+    def reset(self, seeds: list, options: dict | None, mask: list | None):
+        infos = []
+        for j, env in enumerate(self.envs):
+            if mask is not None and not mask[j]:
+                continue
+            obs, info = env.reset(seed=seeds[j], options=options)
+            self._store_obs(j, obs)
+            self.autoreset[j] = False
+            if info:
+                infos.append((self.start + j, info))
+        return self._obs_reply(), infos
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> list:
+        results = []
+        for env in self.envs:
+            attr = env.get_wrapper_attr(name)
+            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return results
+
+    def set_attr(self, name: str, values: list) -> None:
+        for env, value in zip(self.envs, values, strict=True):
+            env.set_wrapper_attr(name, value)
+
+    def check_spaces(self, observation_mode, single_observation_space, single_action_space):
+        """Per env: (observation space matches, action space matches)."""
+        results = []
+        for env in self.envs:
+            same_obs = (env.observation_space == single_observation_space
+                        if observation_mode == "same"
+                        else is_space_dtype_shape_equiv(env.observation_space, single_observation_space))
+            results.append((same_obs, env.action_space == single_action_space))
+        return results
+
+    def handle(self, message: tuple):
+        kind, *data = message
+        if kind == "step":
+            return self.step(*data)
+        if kind == "reset":
+            return self.reset(*data)
+        if kind == "call":
+            return self.call(*data)
+        if kind == "setattr":
+            return self.set_attr(*data)
+        raise RuntimeError(f"unknown message {kind!r}")
+
+    def close(self) -> None:
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:  # closing the others matters more
+                logger.warn(f"closing an env raised:\n{traceback.format_exc()}")
+
+
+def _error_report(worker: int) -> tuple:
+    """(worker, pickled exception or None, type name, message, traceback)."""
+    error = __import__("sys").exc_info()[1]
+    try:
+        payload = pickle.dumps(error)
+        pickle.loads(payload)  # some exceptions pickle but cannot be rebuilt
+    except Exception:
+        payload = None
+    return worker, payload, type(error).__name__, str(error), traceback.format_exc()
+
+
+def _worker_main(worker: int, env_fns: CloudpickleWrapper, start: int, memory: _SharedMemory,
+                 autoreset_mode: AutoresetMode, observation_mode, single_observation_space: Space,
+                 single_action_space: Space, pipe, parent_end, parent_pid: int | None) -> None:
+    """Entry point of a worker process: build the envs, report, serve commands."""
+    _native.die_with_parent()
+    if parent_pid is not None and os.getppid() != parent_pid:  # parent died before we got here
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    if parent_end is not None:
+        parent_end.close()
+    try:
+        envs = [fn() for fn in env_fns.fn]
+        block = _EnvBlock(envs, start, memory, autoreset_mode, single_observation_space)
+        pipe.send(("ready", block.check_spaces(observation_mode, single_observation_space,
+                                               single_action_space)))
+    except BaseException:
+        pipe.send(("error", _error_report(worker)))
+        return
+    control = memory.control_address + worker * CTRL_BYTES
+    seen = 0
+    while True:
+        seen, command = _native.next_request(control, seen, WORKER_YIELD_S)
+        if command == _native.CMD_CLOSE:
+            block.close()
+            _native.report_done(control, seen, STATUS_QUIET)
+            return
+        try:
+            if command == _native.CMD_STEP:
+                reply = block.step()
+            else:  # CMD_MESSAGE: the parent sends the message after waking us
+                reply = block.handle(pipe.recv())
+        except BaseException:
+            # Report done first: the parent reads the pipe only then, and a
+            # large report could not be written before it reads.
+            _native.report_done(control, seen, STATUS_ERROR)
+            pipe.send(_error_report(worker))
+            continue
+        if reply is None and command == _native.CMD_STEP:
+            _native.report_done(control, seen, STATUS_QUIET)
+        else:
+            _native.report_done(control, seen, STATUS_REPLY)
+            pipe.send(reply)
+
+
+# ---------------------------------------------------------------------------
+# Parent side
+# ---------------------------------------------------------------------------
+
+class AsyncVectorEnv(VectorEnv):
+    """Vectorized env running gymnasium envs in worker processes over shared
+    memory; a drop-in for gymnasium.vector.AsyncVectorEnv (module doc).
+
+    Args (as gymnasium's, plus num_workers):
+        env_fns: functions that create the envs.
+        shared_memory: observations travel through shared memory (default);
+            False sends them over pipes, for spaces without a fixed layout
+            (Text, Graph, Sequence, custom). Actions use shared memory
+            whenever the action space has a fixed layout.
+        copy: reset() and step() return a copy of the observations (default);
+            False returns views of the shared buffers, overwritten next step.
+        context: multiprocessing start method (default: "fork" on Linux).
+        daemon: daemonic worker processes (default True; False lets envs
+            start processes of their own).
+        worker: gymnasium's custom pipe worker; not supported here (shoal's
+            workers step blocks of envs over shared memory): must be None.
+        observation_mode: "same", "different", or (observation_space,
+            single_observation_space), as in gymnasium.
+        autoreset_mode: NEXT_STEP (default), SAME_STEP or DISABLED, as the
+            enum or its value.
+        max_concurrency: at most this many envs run at once; here it caps the
+            number of workers (each steps one env at a time).
+        num_workers: worker processes (default: available cores), at most
+            num_envs.
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], Env]], shared_memory: bool = True,
+                 copy: bool = True, context: str | None = None, daemon: bool = True,
+                 worker: Callable | None = None, observation_mode: str | tuple = "same",
+                 autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+                 max_concurrency: int | None = None, *, num_workers: int | None = None):
+        self.closed = True  # until construction succeeds: close() is then a no-op
+        if worker is not None:
+            raise ValueError("shoal's AsyncVectorEnv steps blocks of envs over shared memory and "
+                             "takes no custom `worker`; use gymnasium.vector.AsyncVectorEnv for one")
+        if max_concurrency is not None:
+            if not isinstance(max_concurrency, (int, np.integer)):
+                raise ValueError(f"`max_concurrency` must be an integer or None, got {type(max_concurrency)}.")
+            if max_concurrency < 1:
+                raise ValueError(f"`max_concurrency` must be a positive or None, got {max_concurrency}.")
+        self.env_fns = env_fns
+        self.shared_memory = shared_memory
+        self.copy = copy
+        self.context = context
+        self.daemon = daemon
+        self.worker = None
+        self.observation_mode = observation_mode
+        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
+        self.max_concurrency = max_concurrency
+        self.num_envs = len(env_fns)
+        if self.num_envs < 1:
+            raise ValueError("env_fns must hold at least one env constructor")
+
+        # Spaces and metadata come from one env made here, as gymnasium does.
+        dummy_env = env_fns[0]()
+        self.metadata = dict(dummy_env.metadata)
+        self.metadata["autoreset_mode"] = self.autoreset_mode
+        self.render_mode = dummy_env.render_mode
+        self.single_action_space = dummy_env.action_space
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
+            if not isinstance(observation_mode[0], Space) or not isinstance(observation_mode[1], Space):
+                raise TypeError(f"Expected both elements of observation_mode to be Spaces, got "
+                                f"{type(observation_mode[0])} and {type(observation_mode[1])}")
+            self.observation_space, self.single_observation_space = observation_mode
+        elif observation_mode == "same":
+            self.single_observation_space = dummy_env.observation_space
+            self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        elif observation_mode == "different":
+            env_spaces = [env().observation_space for env in self.env_fns]
+            self.single_observation_space = env_spaces[0]
+            self.observation_space = batch_differing_spaces(env_spaces)
+        else:
+            raise ValueError("Invalid `observation_mode`, expected: 'same' or 'different' or tuple of "
+                             f"single and batch observation space, actual got {observation_mode}")
+        dummy_env.close()
+        del dummy_env
+
+        if shared_memory and not is_shareable(self.single_observation_space):
+            raise ValueError("Using `AsyncVector(..., shared_memory=True)` caused an error, you can "
+                             "disable this feature with `shared_memory=False` however this is slower.") \
+                from CustomSpaceError(f"{self.single_observation_space} has no shared-memory layout")
+
+        cap = available_cores() if num_workers is None else num_workers
+        if not isinstance(cap, (int, np.integer)) or isinstance(cap, bool) or cap < 1:
+            raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+        if max_concurrency is not None:
+            cap = min(cap, int(max_concurrency))
+        self.num_workers = int(min(cap, self.num_envs))
+        edges = np.linspace(0, self.num_envs, self.num_workers + 1).round().astype(int)
+        self._blocks = [(int(edges[k]), int(edges[k + 1])) for k in range(self.num_workers)]
+
+        self._memory = _SharedMemory(
+            self.num_envs, self.num_workers,
+            self.single_observation_space if shared_memory else None,
+            self.single_action_space if is_shareable(self.single_action_space) else None)
+        if shared_memory:
+            self.observations = self._memory.observations
+        else:
+            self.observations = create_empty_array(self.single_observation_space, n=self.num_envs,
+                                                   fn=np.zeros)
+        self._ctrl = self._memory.control_address
+        self._state = AsyncState.DEFAULT
+        self._stale = False  # a timed-out command may still be running
+        self.closed = False
+        try:
+            self._start_workers()
+        except BaseException:
+            self._shutdown(kill=True)
+            raise
+
+    # ---- workers ------------------------------------------------------------------
+    def _start_workers(self) -> None:
+        context = self.context or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        ctx = mp.get_context(context)
+        self._workers = workers = _Workers(self._memory)
+        self._finalizer = weakref.finalize(self, workers.shutdown)
+        self._pipes = []
+        parent_pid = None if context == "forkserver" else os.getpid()
+        for k, (start, stop) in enumerate(self._blocks):
+            parent_end, child_end = ctx.Pipe()
+            process = ctx.Process(
+                target=_worker_main, name=f"Worker<{type(self).__name__}>-{k}",
+                args=(k, CloudpickleWrapper(list(self.env_fns[start:stop])), start, self._memory,
+                      self.autoreset_mode, self.observation_mode, self.single_observation_space,
+                      self.single_action_space, child_end,
+                      parent_end if context == "fork" else None, parent_pid))
+            process.daemon = self.daemon
+            process.start()
+            child_end.close()
+            workers.processes.append(process)
+            workers.ranges.append((start, stop))
+            self._pipes.append(parent_end)
+        checks = []
+        for k in range(self.num_workers):
+            kind, data = self._receive(k, "exited while starting")
+            if kind == "error":
+                self._raise_worker_errors([data], while_starting=True)
+            checks.extend(data)
+        same_obs, same_action = zip(*checks)
+        if not all(same_obs):
+            if self.observation_mode == "same":
+                raise RuntimeError("AsyncVectorEnv(..., observation_mode='same') however some of the "
+                                   "sub-environments observation spaces are not equivalent. If this is "
+                                   "intentional, use `observation_mode='different'` instead.")
+            raise RuntimeError("AsyncVectorEnv(..., observation_mode='different' or custom space) however "
+                               "the sub-environment's observation spaces do not share a common shape and dtype.")
+        if not all(same_action):
+            raise RuntimeError(f"Some environments have an action space different from "
+                               f"`{self.single_action_space}`. In order to batch actions, the action "
+                               f"spaces from all environments must be equal.")
+
+    def _worker_failure(self, k: int, what: str) -> WorkerError:
+        p = self._workers.processes[k]
+        code = p.exitcode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        start, stop = self._blocks[k]
+        return WorkerError(f"shoal worker {k} (pid {p.pid}, envs {start}..{stop - 1}) {what} "
+                           f"({how}); the pool is closed")
+
+    def _receive(self, k: int, what: str = "died"):
+        """The next message from worker k; WorkerError if it dies first."""
+        pipe = self._pipes[k]
+        while not pipe.poll(_WAIT_SLICE_S):
+            if not self._workers.processes[k].is_alive():
+                raise self._worker_failure(k, what)
+        try:
+            return pipe.recv()
+        except (EOFError, OSError):
+            raise self._worker_failure(k, what) from None
+
+    def _send_messages(self, messages: list) -> None:
+        """Wake each worker for a message, then write it (the worker is
+        reading by then, so a large message cannot block us)."""
+        _native.send(self._ctrl, 0, self.num_workers, _native.CMD_MESSAGE)
+        for pipe, message in zip(self._pipes, messages, strict=True):
+            pipe.send(message)
+
+    def _wait(self, timeout: float | None) -> bool:
+        """Wait until every worker finished its command; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            slice_s = _WAIT_SLICE_S if deadline is None else \
+                min(_WAIT_SLICE_S, max(0.0, deadline - time.monotonic()))
+            busy = _native.wait_done(self._ctrl, 0, self.num_workers, slice_s, PARENT_YIELD_S)
+            if busy < 0:
+                return True
+            if not self._workers.processes[busy].is_alive():
+                raise self._worker_failure(busy)
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    def _collect(self) -> list:
+        """Replies of the finished command, one per worker (None: quiet).
+        Raises the workers' exceptions, after closing the pool."""
+        replies, errors = [], []
+        for k in range(self.num_workers):
+            status = _native.worker_status(self._ctrl, k)
+            if status == STATUS_QUIET:
+                replies.append(None)
+                continue
+            message = self._receive(k)
+            if status == STATUS_ERROR:
+                errors.append(message)
+            replies.append(message)
+        if errors:
+            self._raise_worker_errors(errors)
+        return replies
+
+    def _finish(self, timeout: float | None, call: str) -> list | None:
+        """Wait for the command in flight and collect its replies; closes the
+        pool on any failure (a dead worker, an env's exception, Ctrl-C)."""
+        self._assert_is_running()
+        try:
+            if not self._wait(timeout):
+                self._state = AsyncState.DEFAULT
+                self._stale = True
+                raise mp.TimeoutError(f"The call to `{call}` has timed out after {timeout} second(s).")
+            self._state = AsyncState.DEFAULT
+            return self._collect()
+        except mp.TimeoutError:
+            raise
+        except BaseException:
+            self._close_now()
+            raise
+
+    def _drain(self) -> None:
+        """Let a command that timed out finish, dropping its results."""
+        if self._stale:
+            self._stale = False
+            self._finish(None, "drain")
+
+    def _raise_worker_errors(self, errors: list, while_starting: bool = False) -> None:
+        self._close_now()
+        for k, _, type_name, message, trace in errors:
+            logger.error(f"Received the following error from Worker-{k} - Shutting it down")
+            logger.error(trace)
+        k, payload, type_name, message, trace = errors[-1]
+        error = pickle.loads(payload) if payload is not None else RuntimeError(f"{type_name}: {message}")
+        start, stop = self._blocks[k]
+        where = "while starting" if while_starting else ""
+        error.add_note(f"Raised in shoal worker {k} (envs {start}..{stop - 1}) {where}; the pool is "
+                       f"closed. Worker traceback:\n{trace.rstrip()}")
+        raise error
+
+    def _close_now(self) -> None:
+        self._shutdown(kill=True)
+        self.closed = True
+
+    def _shutdown(self, kill: bool, join_timeout: float = 1.0) -> None:
+        workers = getattr(self, "_workers", None)
+        if workers is not None:
+            self._finalizer.detach()
+            workers.kill() if kill else workers.shutdown(join_timeout)
+            for pipe in self._pipes:
+                pipe.close()
+            self._pipes = []
+            self._workers = None
+        elif getattr(self, "_memory", None) is not None:
+            self._memory.close()
+
+    # ---- gymnasium API --------------------------------------------------------------
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """The np_random seed of each env."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """The np_random generator of each env (copies, from the workers)."""
+        return self.get_attr("np_random")
+
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
+        """Reset all envs (or those in options["reset_mask"]); (observations, infos).
+
+        seed: None, an int s (env i gets s + i) or one seed (or None) per env.
+        """
+        self.reset_async(seed=seed, options=options)
+        return self.reset_wait()
+
+    def reset_async(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+        self._assert_is_running()
+        if seed is None:
+            seed = [None for _ in range(self.num_envs)]
+        elif isinstance(seed, (int, np.integer)):
+            seed = [int(seed) + i for i in range(self.num_envs)]
+        if len(seed) != self.num_envs:
+            raise ValueError(f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
+                             f"but got length={len(seed)}.")
+        if self._state != AsyncState.DEFAULT:
+            raise AlreadyPendingCallError(f"Calling `reset_async` while waiting for a pending call to "
+                                          f"`{self._state.value}` to complete", str(self._state.value))
+        reset_mask = None
+        if options is not None and "reset_mask" in options:
+            reset_mask = options.pop("reset_mask")
+            if not isinstance(reset_mask, np.ndarray):
+                raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(reset_mask)}")
+            if reset_mask.shape != (self.num_envs,):
+                raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, "
+                                 f"got {reset_mask.shape}")
+            if reset_mask.dtype != np.bool_:
+                raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {reset_mask.dtype}")
+            if not np.any(reset_mask):
+                raise ValueError(f"`options['reset_mask']` must contain a boolean array with at least one "
+                                 f"True value, got reset_mask={reset_mask}")
+        self._drain()
+        messages = [("reset", list(seed[a:b]), options,
+                     None if reset_mask is None else reset_mask[a:b].tolist())
+                    for a, b in self._blocks]
+        self._start_command(lambda: self._send_messages(messages))
+        self._state = AsyncState.WAITING_RESET
+
+    def reset_wait(self, timeout: float | None = None):
+        self._assert_is_running()
+        if self._state != AsyncState.WAITING_RESET:
+            raise NoAsyncCallError("Calling `reset_wait` without any prior call to `reset_async`.",
+                                   AsyncState.WAITING_RESET.value)
+        replies = self._finish(timeout, "reset_wait")
+        infos = self._gather(replies)
+        return self._observations_out(), infos
+
+    def step(self, actions):
+        """Step every env; (observations, rewards, terminations, truncations, infos)."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions) -> None:
+        self._assert_is_running()
+        if self._state != AsyncState.DEFAULT:
+            raise AlreadyPendingCallError(f"Calling `step_async` while waiting for a pending call to "
+                                          f"`{self._state.value}` to complete.", str(self._state.value))
+        self._drain()
+        if self._memory.actions is not None:
+            copy_batch_into(self.single_action_space, self._memory.actions, actions)
+            self._start_command(lambda: _native.send(self._ctrl, 0, self.num_workers, _native.CMD_STEP))
+        else:  # no fixed layout: actions travel pickled, a block per worker
+            per_env = list(iterate(self.action_space, actions))
+            if len(per_env) != self.num_envs:
+                raise ValueError(f"expected actions for {self.num_envs} envs, got {len(per_env)}")
+            messages = [("step", per_env[a:b]) for a, b in self._blocks]
+            self._start_command(lambda: self._send_messages(messages))
+        self._state = AsyncState.WAITING_STEP
+
+    def step_wait(self, timeout: float | None = None):
+        self._assert_is_running()
+        if self._state != AsyncState.WAITING_STEP:
+            raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.",
+                                   AsyncState.WAITING_STEP.value)
+        replies = self._finish(timeout, "step_wait")
+        infos = self._gather(replies)
+        m = self._memory
+        return (self._observations_out(), m.rewards.copy(), m.terminations.copy(),
+                m.truncations.copy(), infos)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method `name` (or read attribute `name`) of every env."""
+        self.call_async(name, *args, **kwargs)
+        return self.call_wait()
+
+    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+        self._assert_is_running()
+        if self._state != AsyncState.DEFAULT:
+            raise AlreadyPendingCallError(f"Calling `call_async` while waiting for a pending call to "
+                                          f"`{self._state.value}` to complete.", str(self._state.value))
+        if name in _RESERVED_CALLS:
+            raise ValueError(f"Trying to call function `{name}` with `call`, use `{name}` directly instead.")
+        self._drain()
+        messages = [("call", name, args, kwargs)] * self.num_workers
+        self._start_command(lambda: self._send_messages(messages))
+        self._state = AsyncState.WAITING_CALL
+
+    def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
+        self._assert_is_running()
+        if self._state != AsyncState.WAITING_CALL:
+            raise NoAsyncCallError("Calling `call_wait` without any prior call to `call_async`.",
+                                   AsyncState.WAITING_CALL.value)
+        replies = self._finish(timeout, "call_wait")
+        return tuple(result for block in replies for result in block)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Attribute `name` of every env."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: list[Any] | tuple[Any] | object) -> None:
+        """Set attribute `name` of every env: one value per env (list or
+        tuple), or the same value for all."""
+        self._assert_is_running()
+        if not isinstance(values, (list, tuple)):
+            values = [values for _ in range(self.num_envs)]
+        if len(values) != self.num_envs:
+            raise ValueError("Values must be a list or tuple with length equal to the number of environments. "
+                             f"Got `{len(values)}` values for {self.num_envs} environments.")
+        if self._state != AsyncState.DEFAULT:
+            raise AlreadyPendingCallError(f"Calling `set_attr` while waiting for a pending call to "
+                                          f"`{self._state.value}` to complete.", str(self._state.value))
+        self._drain()
+        messages = [("setattr", name, list(values[a:b])) for a, b in self._blocks]
+        self._start_command(lambda: self._send_messages(messages))
+        self._finish(None, "set_attr")
+
+    def render(self):
+        """The frame of every env (env.render())."""
+        return self.call("render")
+
+    def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
+        """Close the envs and workers. A pending call is waited for first (up
+        to `timeout`); terminate=True (or a timeout) kills the workers instead."""
+        if getattr(self, "_workers", None) is None:
+            self._shutdown(kill=True)
+            return
+        timeout = 0 if terminate else timeout
+        try:
+            if self._state != AsyncState.DEFAULT:
+                logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
+                getattr(self, f"{self._state.value}_wait")(timeout)
+            elif self._stale and not terminate:
+                self._drain()
+        except mp.TimeoutError:
+            terminate = True
+        except Exception:
+            terminate = True  # the pool is already closed by the failing wait
+        self._shutdown(kill=terminate or self._stale, join_timeout=10.0 if timeout is None else timeout)
+
+    def __del__(self):
+        if not getattr(self, "closed", True):
+            self.close(terminate=True)
+
+    # ---- helpers ------------------------------------------------------------------------
+    def _assert_is_running(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, after a call to `close()`.")
+
+    def _start_command(self, start: Callable[[], None]) -> None:
+        try:
+            start()
+        except BaseException as error:
+            dead = [k for k, p in enumerate(self._workers.processes) if not p.is_alive()]
+            failure = self._worker_failure(dead[0], "died") if dead else None
+            self._close_now()
+            if failure is not None:
+                raise failure from error
+            raise
+
+    def _gather(self, replies: list) -> dict:
+        """Infos in env order (as SyncVectorEnv builds them) and, when obs
+        travel by pipe, the observations."""
+        infos: dict = {}
+        if not any(replies):
+            return infos
+        if not self.shared_memory:
+            observations = [obs for reply in replies for obs in reply[0]]
+            self.observations = concatenate(self.single_observation_space, observations, self.observations)
+        for reply in replies:
+            if reply is not None:
+                for i, info in reply[1]:
+                    infos = self._add_info(infos, info, i)
+        return infos
+
+    def _observations_out(self):
+        return _copy_structure(self.observations) if self.copy else self.observations
+
+    def __repr__(self) -> str:
+        where = f"{self.spec.id}, " if self.spec is not None else ""
+        return f"{type(self).__name__}({where}num_envs={self.num_envs}, num_workers={self.num_workers})"
+
+
+def _copy_structure(batch):
+    if isinstance(batch, np.ndarray):
+        return batch.copy()
+    if isinstance(batch, dict):
+        return {key: _copy_structure(value) for key, value in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(_copy_structure(value) for value in batch)
+    from copy import deepcopy
+    return deepcopy(batch)

@@ -1,0 +1,146 @@
+"""gymnasium spaces laid out in shared memory, in gymnasium's batched structure.
+
+A batch of a space is what `gymnasium.vector.utils.create_empty_array(space, n)`
+returns: one (n, *shape) array per leaf (Box, Discrete, MultiDiscrete,
+MultiBinary), nested in dicts and tuples like the space. Here the leaf arrays
+are carved out of one memory region instead, so that a worker process can
+write row i of every leaf and the parent reads the batch without a copy.
+
+Row access is compiled once per space into plain closures (`row_writer`,
+`row_reader`): the hot loop of a worker calls them per env and step.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.error import CustomSpaceError
+from gymnasium.vector.utils import create_empty_array
+
+from shoal.pool.layout import ALIGN
+
+_LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+def check_shareable(space: spaces.Space) -> None:
+    """Raise CustomSpaceError unless every leaf of `space` is a fixed-size array."""
+    if isinstance(space, _LEAVES):
+        return
+    if isinstance(space, spaces.Tuple):
+        for sub in space.spaces:
+            check_shareable(sub)
+        return
+    if isinstance(space, spaces.Dict):
+        for sub in space.spaces.values():
+            check_shareable(sub)
+        return
+    raise CustomSpaceError(
+        f"{type(space).__name__} spaces have no fixed-size layout in shared memory; "
+        f"shared memory supports Box, Discrete, MultiDiscrete, MultiBinary and Dict/Tuple of them")
+
+
+def is_shareable(space: spaces.Space) -> bool:
+    try:
+        check_shareable(space)
+    except CustomSpaceError:
+        return False
+    return True
+
+
+def _align(offset: int) -> int:
+    return (offset + ALIGN - 1) // ALIGN * ALIGN
+
+
+def batch_bytes(space: spaces.Space, n: int) -> int:
+    """Bytes that `carve_batch(space, n, ...)` takes, alignment included."""
+    total = 0
+
+    def count(shape, dtype):
+        nonlocal total
+        total = _align(total) + int(np.prod(shape)) * np.dtype(dtype).itemsize
+        return np.empty(0)  # placeholder: only the size matters here
+
+    check_shareable(space)
+    create_empty_array(space, n=n, fn=count)
+    return _align(total)
+
+
+def carve_batch(space: spaces.Space, n: int, memory, offset: int = 0) -> Any:
+    """The batch structure of `space` for `n` envs, as arrays over `memory`
+    starting at `offset` (same order and sizes as batch_bytes)."""
+    position = offset
+
+    def view(shape, dtype):
+        nonlocal position
+        position = _align(position)
+        count = int(np.prod(shape))
+        array = np.frombuffer(memory, dtype=dtype, count=count, offset=position).reshape(shape)
+        position += count * np.dtype(dtype).itemsize
+        return array
+
+    check_shareable(space)
+    return create_empty_array(space, n=n, fn=view)
+
+
+def row_writer(space: spaces.Space, batch: Any) -> Callable[[int, Any], None]:
+    """A function (i, value) that stores one space element into row i of `batch`."""
+    if isinstance(space, _LEAVES):
+        return batch.__setitem__
+    if isinstance(space, spaces.Tuple):
+        writers = [row_writer(sub, part) for sub, part in zip(space.spaces, batch)]
+
+        def write_tuple(i, value):
+            for write, item in zip(writers, value, strict=True):
+                write(i, item)
+        return write_tuple
+    if isinstance(space, spaces.Dict):
+        writers = [(key, row_writer(sub, batch[key])) for key, sub in space.spaces.items()]
+
+        def write_dict(i, value):
+            for key, write in writers:
+                write(i, value[key])
+        return write_dict
+    raise CustomSpaceError(f"no row writer for {space}")
+
+
+def row_reader(space: spaces.Space, batch: Any) -> Callable[[int], Any]:
+    """A function i -> row i of `batch`, typed as gymnasium's `iterate` yields
+    it (np.int64 scalar for Discrete, row views for arrays, dict / tuple)."""
+    if isinstance(space, _LEAVES):
+        return batch.__getitem__
+    if isinstance(space, spaces.Tuple):
+        readers = [row_reader(sub, part) for sub, part in zip(space.spaces, batch)]
+        return lambda i: tuple(read(i) for read in readers)
+    if isinstance(space, spaces.Dict):
+        readers = [(key, row_reader(sub, batch[key])) for key, sub in space.spaces.items()]
+        return lambda i: {key: read(i) for key, read in readers}
+    raise CustomSpaceError(f"no row reader for {space}")
+
+
+def copy_batch_into(space: spaces.Space, batch: Any, values: Any, name: str = "actions") -> None:
+    """Copy a user's batch (e.g. actions) into `batch`, checking its structure
+    and shapes; values are cast like numpy's same_kind rule allows."""
+    if isinstance(space, _LEAVES):
+        array = np.asarray(values)
+        if array.shape != batch.shape:
+            raise ValueError(f"{name} must have shape {batch.shape} for {space}, got {array.shape}")
+        try:
+            np.copyto(batch, array, casting="same_kind")
+        except TypeError as e:
+            raise ValueError(f"{name} of dtype {array.dtype} cannot be cast to {batch.dtype} "
+                             f"for {space}") from e
+        return
+    if isinstance(space, spaces.Tuple):
+        if not isinstance(values, (tuple, list)) or len(values) != len(space.spaces):
+            raise ValueError(f"{name} must be a tuple of {len(space.spaces)} batches for {space}")
+        for i, (sub, part) in enumerate(zip(space.spaces, batch)):
+            copy_batch_into(sub, part, values[i], f"{name}[{i}]")
+        return
+    if isinstance(space, spaces.Dict):
+        if not hasattr(values, "keys") or set(values.keys()) != set(space.spaces):
+            raise ValueError(f"{name} must be a dict with keys {sorted(space.spaces)}")
+        for key, sub in space.spaces.items():
+            copy_batch_into(sub, batch[key], values[key], f"{name}[{key!r}]")
+        return
+    raise CustomSpaceError(f"cannot copy a batch of {space}")
