@@ -3,7 +3,8 @@
 Serial and Multiprocessing step shoal's first-party C envs (see
 shoal.pool.native for the protocol and semantics); NativeVectorEnv is the
 same pool as an exact gymnasium VectorEnv. AsyncVectorEnv is a drop-in for
-gymnasium's, around any gymnasium env (shoal.pool.python_pool).
+gymnasium's, around any gymnasium env (shoal.pool.python_pool), and
+ParallelEnvPool pools pettingzoo ParallelEnvs, one row per agent.
 """
 from gymnasium.vector import AutoresetMode
 
@@ -15,7 +16,8 @@ from shoal.pool.native import (
     available_cores,
 )
 from shoal.pool.gym_native import NativeVectorEnv
+from shoal.pool.parallel import ParallelEnvPool
 from shoal.pool.python_pool import AsyncVectorEnv
 
 __all__ = ["AsyncVectorEnv", "AutoresetMode", "Multiprocessing", "NativePool", "NativeVectorEnv",
-           "Serial", "WorkerError", "available_cores"]
+           "ParallelEnvPool", "Serial", "WorkerError", "available_cores"]

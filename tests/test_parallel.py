@@ -1,0 +1,199 @@
+"""pettingzoo: ParallelEnvPool (any ParallelEnv as rows) and ShoalParallelEnv."""
+import functools
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+from pettingzoo.test import parallel_api_test, parallel_seed_test
+
+from shoal.parallel_env import ShoalParallelEnv
+from shoal.pool import Serial
+from shoal.pool.parallel import ParallelEnvPool, padded_space
+
+
+class Hunters(ParallelEnv):
+    """A small multi-agent env that exercises everything rows must handle:
+    agents with different observation shapes (hunters 5, scout 3), an agent
+    that spawns late (the scout, at step 2), agents that leave at random
+    (from the env's own RNG), a time limit, and sparse infos."""
+
+    metadata = {"name": "hunters", "render_modes": [], "is_parallelizable": True}
+
+    def __init__(self, max_steps=12):
+        self.possible_agents = ["hunter_0", "hunter_1", "scout"]
+        self.max_steps = max_steps
+        self.render_mode = None
+        self._obs = {a: spaces.Box(-10, 10, (5,), np.float32) for a in self.possible_agents[:2]}
+        self._obs["scout"] = spaces.Box(-10, 10, (3,), np.float32)
+        self._act = spaces.Discrete(3)
+        self.rng = np.random.default_rng()
+
+    def observation_space(self, agent):
+        return self._obs[agent]
+
+    def action_space(self, agent):
+        return self._act
+
+    def _observe(self, agent):
+        size = self._obs[agent].shape[0]
+        return (self.state[:size] + self.possible_agents.index(agent)).astype(np.float32)
+
+    def reset(self, seed=None, options=None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.t = 0
+        self.state = self.rng.uniform(-1, 1, 5)
+        self.agents = ["hunter_0", "hunter_1"]
+        return {a: self._observe(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        self.state = np.clip(self.state + 0.1 * self.rng.standard_normal(5), -5, 5)
+        acted = list(self.agents)
+        if self.t == 2:
+            self.agents.append("scout")  # spawns: first seen in this step's output
+        rewards = {a: float(actions[a]) - float(self.state[0]) if a in actions else 0.0
+                   for a in self.agents}
+        terminations = {a: bool(self.rng.random() < 0.1) for a in self.agents}
+        truncations = {a: self.t >= self.max_steps for a in self.agents}
+        infos = {a: ({"hits": int(self.t)} if a == "hunter_1" and self.t % 3 == 0 else {})
+                 for a in self.agents}
+        observations = {a: self._observe(a) for a in self.agents}
+        assert set(acted) <= set(actions), "every live agent gets an action"
+        self.agents = [a for a in self.agents if not (terminations[a] or truncations[a])]
+        return observations, rewards, terminations, truncations, infos
+
+
+def expected_rows(env, observations, rewards=None, terminations=None, truncations=None):
+    """What one env's rows must hold: padded obs, mask, reward, flags."""
+    agents = env.possible_agents
+    obs = np.zeros((len(agents), 5), np.float32)
+    mask, rew = np.zeros(len(agents), bool), np.zeros(len(agents))
+    term, trunc = np.zeros(len(agents), bool), np.zeros(len(agents), bool)
+    for k, a in enumerate(agents):
+        if a in observations:
+            o = observations[a]
+            obs[k, :len(o)] = o
+            mask[k] = True
+            if rewards is not None:
+                rew[k], term[k], trunc[k] = rewards[a], terminations[a], truncations[a]
+    return obs, mask, rew, term, trunc
+
+
+def test_hunters_is_a_valid_parallel_env():
+    parallel_api_test(Hunters(), num_cycles=200)
+
+
+def test_pool_rows_equal_each_env_stepped_by_hand(no_leaks):
+    """Rows, padding, masks of absent / late / departed agents, autoreset
+    (NEXT_STEP: the step after an env has no agents left resets it)."""
+    num_envs, seed = 3, 11
+    pool = ParallelEnvPool([Hunters] * num_envs, num_workers=2)
+    refs = [Hunters() for _ in range(num_envs)]
+    try:
+        assert (pool.num_agents, pool.num_rows) == (3, 9)
+        assert pool.single_observation_space == spaces.Box(-10, 10, (5,), np.float32)
+        obs, info = pool.reset(seed=seed)
+        want = [expected_rows(r, r.reset(seed=seed + e)[0]) for e, r in enumerate(refs)]
+        np.testing.assert_array_equal(obs, np.concatenate([w[0] for w in want]))
+        np.testing.assert_array_equal(info["mask"], np.concatenate([w[1] for w in want]))
+        assert not info["mask"][2], "the scout has not spawned yet"
+
+        rng = np.random.default_rng(0)
+        needs_reset = [False] * num_envs
+        resets = 0
+        for _ in range(60):
+            actions = rng.integers(0, 3, pool.num_rows)
+            actions[~pool.masks] = 99  # absent rows: ignored, even if invalid
+            obs, rew, term, trunc, info = pool.step(actions)
+            for e, ref in enumerate(refs):
+                if needs_reset[e]:
+                    got = expected_rows(ref, ref.reset()[0])
+                    resets += 1
+                else:
+                    acts = {a: int(actions[e * 3 + k]) for k, a in enumerate(ref.possible_agents)
+                            if a in ref.agents}
+                    o, r, te, tr, infos = ref.step(acts)
+                    got = expected_rows(ref, o, r, te, tr)
+                needs_reset[e] = not ref.agents
+                rows = slice(e * 3, e * 3 + 3)
+                for value, expected in zip((obs, info["mask"], rew, term, trunc), got):
+                    np.testing.assert_array_equal(value[rows], expected)
+            assert not obs[~info["mask"]].any() and not rew[~info["mask"]].any()
+        assert resets >= 3, "episodes must end and autoreset within the test"
+    finally:
+        pool.close()
+
+
+def test_pool_over_pettingzoo_envs(no_leaks):
+    """Real pettingzoo envs: mpe2 simple_tag (obs 16 vs 14, padded) and
+    classic rock-paper-scissors (Discrete observations)."""
+    simple_tag_v3 = pytest.importorskip("mpe2.simple_tag_v3")
+    rps_v2 = pytest.importorskip("pettingzoo.classic.rps_v2")
+
+    make_tag = functools.partial(simple_tag_v3.parallel_env, max_cycles=25)
+    with ParallelEnvPool([make_tag] * 2, num_workers=2) as pool:
+        assert pool.single_observation_space.shape == (16,)
+        obs, info = pool.reset(seed=3)
+        ref = make_tag()
+        ref_obs, _ = ref.reset(seed=3)
+        prey = pool.possible_agents.index("agent_0")
+        np.testing.assert_array_equal(obs[prey, :14], ref_obs["agent_0"])
+        assert not obs[prey, 14:].any(), "padding is zero"
+        for t in range(25):
+            obs, rew, term, trunc, info = pool.step(np.zeros(pool.num_rows, np.int64))
+        assert trunc.all() and info["mask"].all(), "max_cycles truncates every agent at once"
+        obs, rew, term, trunc, info = pool.step(np.zeros(pool.num_rows, np.int64))
+        assert not rew.any() and not trunc.any(), "the next step resets (NEXT_STEP)"
+        ref.close()
+
+    with ParallelEnvPool([rps_v2.parallel_env] * 2, num_workers=1) as pool:
+        assert pool.single_observation_space == spaces.Discrete(4)
+        pool.reset(seed=0)
+        obs, rew, *_ = pool.step(np.array([0, 1, 2, 2]))  # rock/paper, scissors/scissors
+        np.testing.assert_array_equal(rew, [-1, 1, 0, 0])
+        np.testing.assert_array_equal(obs, [1, 0, 2, 2])  # each sees the other's move
+
+
+def test_spaces_that_cannot_be_rows_are_rejected():
+    box = spaces.Box(0, 1, (3,), np.float32)
+    with pytest.raises(ValueError, match="observation spaces differ.*a: Box"):
+        padded_space({"a": box, "b": spaces.Discrete(3)}, "observation")
+    with pytest.raises(ValueError, match="action spaces differ"):
+        padded_space({"a": spaces.Discrete(2), "b": spaces.Discrete(3)}, "action")
+    with pytest.raises(ValueError, match="dtype and rank"):
+        padded_space({"a": box, "b": spaces.Box(0, 1, (3,), np.float64)}, "observation")
+    wide = padded_space({"a": box, "b": spaces.Box(-2, 0.5, (5,), np.float32)}, "observation")
+    np.testing.assert_array_equal(wide.low, [-2, -2, -2, -2, -2])
+    np.testing.assert_array_equal(wide.high, [1, 1, 1, 0.5, 0.5])
+
+
+def test_actions_must_cover_every_row(no_leaks):
+    with ParallelEnvPool([Hunters] * 2, num_workers=1) as pool:
+        pool.reset(seed=0)
+        with pytest.raises(ValueError, match="6 rows"):
+            pool.step(np.zeros(5, np.int64))
+
+
+def test_shoal_env_passes_pettingzoo_api_and_seed_tests():
+    parallel_api_test(ShoalParallelEnv("cartpole"), num_cycles=600)
+    parallel_seed_test(lambda: ShoalParallelEnv("cartpole"), num_cycles=300)
+
+
+def test_shoal_parallel_env_follows_the_seed_rule():
+    """reset(seed=s) as a ParallelEnv is env i of a pool reset with s - i."""
+    env = ShoalParallelEnv("cartpole")
+    pool = Serial("cartpole", 4)
+    obs, _ = env.reset(seed=10 + 3)
+    pool_obs, _ = pool.reset(seed=10)
+    np.testing.assert_array_equal(obs["agent_0"], pool_obs[3])
+    for _ in range(20):
+        o, r, te, tr, _ = env.step({"agent_0": 1})
+        pool_obs, *_ = pool.step(np.ones(4, np.int32))
+        np.testing.assert_array_equal(o["agent_0"], pool_obs[3])
+        if te["agent_0"]:
+            assert env.agents == []
+            break
+    env.close()
+    pool.close()
