@@ -16,6 +16,9 @@ is how the work moves:
   (shoal.pool.spaces). A step writes the actions, wakes the workers through
   the same futex control blocks as the native pool (pool/shoal_sync.h), and
   each worker steps its envs in a Python loop that writes rows in place.
+- Actions of another dtype or structure than the action space's batch (say
+  float64 for a float32 Box, or lists) travel pickled instead, so that envs
+  see exactly the rows SyncVectorEnv would pass them.
 - Nothing is pickled on a step unless there is something to say: a worker
   sends infos (and SAME_STEP final observations) over its pipe only when an
   env returned a non-empty info, and flags that in its control block.
@@ -62,6 +65,7 @@ from shoal.pool.spaces import (
     batch_bytes,
     carve_batch,
     copy_batch_into,
+    fits_batch,
     is_shareable,
     row_reader,
     row_writer,
@@ -488,7 +492,7 @@ class AsyncVectorEnv(VectorEnv):
             if busy < 0:
                 return True
             if not self._workers.processes[busy].is_alive():
-                raise self._worker_failure(busy)
+                raise self._worker_failure(busy, "died")
             if deadline is not None and time.monotonic() >= deadline:
                 return False
 
@@ -632,10 +636,15 @@ class AsyncVectorEnv(VectorEnv):
             raise AlreadyPendingCallError(f"Calling `step_async` while waiting for a pending call to "
                                           f"`{self._state.value}` to complete.", str(self._state.value))
         self._drain()
-        if self._memory.actions is not None:
+        # Actions go through shared memory only when that changes nothing: an
+        # env must see what SyncVectorEnv would pass it (a float64 row for a
+        # float32 Box changes Pendulum's dynamics), so other dtypes, shapes
+        # and lists travel pickled, as rows of `iterate`.
+        if self._memory.actions is not None and fits_batch(self.single_action_space,
+                                                           self._memory.actions, actions):
             copy_batch_into(self.single_action_space, self._memory.actions, actions)
             self._start_command(lambda: _native.send(self._ctrl, 0, self.num_workers, _native.CMD_STEP))
-        else:  # no fixed layout: actions travel pickled, a block per worker
+        else:  # actions travel pickled, a block per worker
             per_env = list(iterate(self.action_space, actions))
             if len(per_env) != self.num_envs:
                 raise ValueError(f"expected actions for {self.num_envs} envs, got {len(per_env)}")

@@ -106,9 +106,13 @@ def row_writer(space: spaces.Space, batch: Any) -> Callable[[int, Any], None]:
 
 def row_reader(space: spaces.Space, batch: Any) -> Callable[[int], Any]:
     """A function i -> row i of `batch`, typed as gymnasium's `iterate` yields
-    it (np.int64 scalar for Discrete, row views for arrays, dict / tuple)."""
+    it (np.int64 scalar for Discrete, arrays for rows, dict / tuple)."""
     if isinstance(space, _LEAVES):
-        return batch.__getitem__
+        if batch.ndim == 1:
+            return batch.__getitem__  # a numpy scalar: already a copy
+        # A copy, not a view: an env may keep its action (e.g. to penalise
+        # the next one's change), and the next step overwrites this memory.
+        return lambda i: batch[i].copy()
     if isinstance(space, spaces.Tuple):
         readers = [row_reader(sub, part) for sub, part in zip(space.spaces, batch)]
         return lambda i: tuple(read(i) for read in readers)
@@ -116,6 +120,20 @@ def row_reader(space: spaces.Space, batch: Any) -> Callable[[int], Any]:
         readers = [(key, row_reader(sub, batch[key])) for key, sub in space.spaces.items()]
         return lambda i: {key: read(i) for key, read in readers}
     raise CustomSpaceError(f"no row reader for {space}")
+
+
+def fits_batch(space: spaces.Space, batch: Any, values: Any) -> bool:
+    """Whether `values` has exactly the structure, shapes and dtypes of
+    `batch`, so that copying it in loses nothing."""
+    if isinstance(space, _LEAVES):
+        return isinstance(values, np.ndarray) and values.dtype == batch.dtype and values.shape == batch.shape
+    if isinstance(space, spaces.Tuple):
+        return isinstance(values, (tuple, list)) and len(values) == len(space.spaces) and all(
+            fits_batch(sub, part, value) for sub, part, value in zip(space.spaces, batch, values))
+    if isinstance(space, spaces.Dict):
+        return hasattr(values, "keys") and set(values.keys()) == set(space.spaces) and all(
+            fits_batch(sub, batch[key], values[key]) for key, sub in space.spaces.items())
+    return False
 
 
 def copy_batch_into(space: spaces.Space, batch: Any, values: Any, name: str = "actions") -> None:
