@@ -123,10 +123,17 @@ def row_reader(space: spaces.Space, batch: Any) -> Callable[[int], Any]:
 
 
 def fits_batch(space: spaces.Space, batch: Any, values: Any) -> bool:
-    """Whether `values` has exactly the structure, shapes and dtypes of
-    `batch`, so that copying it in loses nothing."""
+    """Whether `values` has exactly the structure and shapes of `batch`, and
+    dtypes equal to its own or integers that widen into it, so that copying it
+    in changes no value an env would see."""
     if isinstance(space, _LEAVES):
-        return isinstance(values, np.ndarray) and values.dtype == batch.dtype and values.shape == batch.shape
+        if not isinstance(values, np.ndarray) or values.shape != batch.shape:
+            return False
+        # Integers that widen losslessly (int32 actions for a Discrete's
+        # int64 batch) reach the env with the same values: no need to pickle.
+        return values.dtype == batch.dtype or (
+            values.dtype.kind in "iu" and batch.dtype.kind in "iu"
+            and np.can_cast(values.dtype, batch.dtype, "safe"))
     if isinstance(space, spaces.Tuple):
         return isinstance(values, (tuple, list)) and len(values) == len(space.spaces) and all(
             fits_batch(sub, part, value) for sub, part, value in zip(space.spaces, batch, values))
