@@ -20,6 +20,16 @@ Contenders (each one function below):
                      envpool.make("CartPole-v1", env_type="gymnasium", ...),
                      num_threads = workers; skipped with a note if not installed.
 
+The Python-env section (contender group "python", its own table) measures
+gymnasium's own CartPole-v1, a Python env, under three vectorizers at the same
+num_envs (--python-num-envs, default 16 and 64): shoal.pool.AsyncVectorEnv
+(one block of envs per worker process, at each --workers count and at the
+available cores, its default), gymnasium SyncVectorEnv and gymnasium
+AsyncVectorEnv (one process per env). For reference it also times one env in
+a plain Python loop: the env's own step cost, one core. Targets, at >= 16 envs:
+shoal (default workers) >= 8x gymnasium AsyncVectorEnv and >= 1.3x
+SyncVectorEnv.
+
 Method, identical for all contenders:
 
   - actions are sampled before the timer: a table of K random action arrays,
@@ -32,10 +42,18 @@ Method, identical for all contenders:
     spread, (max - min) / median);
   - ratios are to the single-core C loop at the same num_envs.
 
+The Python-env section differs in one way, for fairness on a noisy machine:
+all its vector envs at one num_envs are built together and measured in
+interleaved rounds (A, B, C, A, B, C, ...; each round starts one contender
+later), --python-rounds rounds of --python-seconds each, so that drift in the
+machine's load hits every contender alike. It reports each contender's median
+round and the ratio of medians.
+
 Usage:
     python scripts/bench_pool.py                # full sweep (a few minutes)
     python -m shoal bench --quick               # smoke run, a few seconds
     python -m shoal bench --num-envs 4096 --workers 2 --contenders shoal,envpool
+    python -m shoal bench --contenders python      # the Python-env section only
 """
 from __future__ import annotations
 
@@ -70,6 +88,7 @@ GYM_SYNC = "gymnasium SyncVectorEnv"
 GYM_ASYNC = "gymnasium AsyncVectorEnv"
 ENVPOOL_SYNC = "EnvPool sync"
 ENVPOOL_ASYNC = "EnvPool async"
+PYTHON_SECTION = "Python-env section"  # a group of its own, reported in its own table
 ORDER = [C_LOOP, C_LOOP_CORES, SERIAL, PROC_SYNC, PROC_ASYNC, GYM_SYNC, GYM_ASYNC,
          ENVPOOL_SYNC, ENVPOOL_ASYNC]
 SHOAL = (SERIAL, PROC_SYNC, PROC_ASYNC)
@@ -86,8 +105,17 @@ GROUPS = {
     "envpool_sync": [ENVPOOL_SYNC],
     "envpool_async": [ENVPOOL_ASYNC],
     "envpool": list(ENVPOOL),
-    "all": [C_LOOP, *SHOAL, GYM_SYNC, GYM_ASYNC, *ENVPOOL],
+    "python": [PYTHON_SECTION],
+    "all": [C_LOOP, *SHOAL, GYM_SYNC, GYM_ASYNC, *ENVPOOL, PYTHON_SECTION],
 }
+
+# The Python-env section's contenders (table labels) and targets.
+PY_LOOP = "one env, plain Python loop"
+PY_SHOAL = "shoal.pool.AsyncVectorEnv"
+PY_SYNC = "gymnasium SyncVectorEnv"
+PY_ASYNC = "gymnasium AsyncVectorEnv"
+PY_TARGETS = ((PY_ASYNC, 8.0), (PY_SYNC, 1.3))  # shoal / contender >= target ...
+PY_TARGET_MIN_ENVS = 16                          # ... at this many envs or more
 
 
 # ---- results ------------------------------------------------------------------------
@@ -117,6 +145,18 @@ class Settings:
     repeats: int
     gym_max_envs: int
     contenders: list[str]
+    python_num_envs: list[int] = field(default_factory=lambda: [16, 64])
+    python_rounds: int = 7
+    python_seconds: float = 0.5
+
+    @property
+    def main_sweep(self) -> bool:
+        """Whether any contender of the main (native CartPole) table is selected."""
+        return any(c != PYTHON_SECTION for c in self.contenders)
+
+    @property
+    def python_section(self) -> bool:
+        return PYTHON_SECTION in self.contenders
 
 
 # ---- timing -------------------------------------------------------------------------
@@ -369,6 +409,116 @@ def run_all(s: Settings, have_envpool: bool, log=sys.stderr) -> tuple[list[Resul
     return results, errors
 
 
+# ---- the Python-env section: gymnasium's CartPole-v1 under three vectorizers -----------
+@contextlib.contextmanager
+def stepping(envs, n: int):
+    """Reset a vector env of `n` envs with seed 0; yield a step function that
+    steps it with pre-sampled actions and returns n; close the env on exit."""
+    try:
+        envs.reset(seed=0)
+        next_actions = cycling(action_table(n, np.int64))
+
+        def step():
+            envs.step(next_actions())
+            return n
+
+        yield step
+    finally:
+        envs.close()
+
+
+@contextlib.contextmanager
+def plain_loop():
+    """One gymnasium CartPole-v1 stepped in a plain Python loop (reset when
+    done): the env's own cost per step on one core, no vectorizer at all."""
+    import gymnasium
+
+    env = gymnasium.make(GYM_ENV_ID)
+    try:
+        env.reset(seed=0)
+        next_action = cycling(action_table(1, np.int64)[:, 0])
+
+        def step():
+            _, _, terminated, truncated, _ = env.step(next_action())
+            if terminated or truncated:
+                env.reset()
+            return 1
+
+        yield step
+    finally:
+        env.close()
+
+
+def python_contenders(n: int, s: Settings, cores: int) -> list[tuple[str, int, int, Callable]]:
+    """(label, num_envs, workers, opener) for the section at `n` envs; each
+    opener returns a context manager yielding a step function."""
+    import gymnasium
+
+    from shoal.pool import AsyncVectorEnv
+
+    fns = [partial(gymnasium.make, GYM_ENV_ID)] * n
+    rows = [(PY_LOOP, 1, 1, plain_loop)]
+    for w in sorted({w for w in s.workers if w <= n} | {min(cores, n)}):
+        rows.append((PY_SHOAL, n, w, lambda w=w: stepping(AsyncVectorEnv(fns, num_workers=w), n)))
+    rows.append((PY_SYNC, n, 1, lambda: stepping(gymnasium.vector.SyncVectorEnv(fns), n)))
+    rows.append((PY_ASYNC, n, n, lambda: stepping(gymnasium.vector.AsyncVectorEnv(fns), n)))
+    return rows
+
+
+def interleaved(steps: list[Callable[[], int]], rounds: int, seconds: float, warmup: float) -> list[list[float]]:
+    """Warm up each step function, then `rounds` rounds in which every one
+    runs for `seconds`, round r starting with the r-th (so no contender is
+    always first or last); the rates of each, one per round."""
+    if warmup > 0:
+        for step in steps:
+            run_for(step, warmup)
+    rates: list[list[float]] = [[] for _ in steps]
+    k = len(steps)
+    for r in range(rounds):
+        for j in range(k):
+            i = (r + j) % k
+            rates[i].append(run_for(steps[i], seconds))
+    return rates
+
+
+def run_python(s: Settings, cores: int, log=sys.stderr) -> tuple[list[Result], list[str]]:
+    """The section at every --python-num-envs: all contenders at one num_envs
+    open at once, measured in interleaved rounds; errors are recorded."""
+    results, errors = [], []
+    for n in s.python_num_envs:
+        rows = python_contenders(n, s, cores)
+        print(f"[python] num_envs={n}: {len(rows)} contenders x {s.python_rounds} rounds "
+              f"of {s.python_seconds:g} s ...", end=" ", file=log, flush=True)
+        try:
+            with contextlib.ExitStack() as stack:
+                steps = [stack.enter_context(opener()) for _, _, _, opener in rows]
+                rates = interleaved(steps, s.python_rounds, s.python_seconds, s.warmup)
+        except Exception as e:
+            errors.append(f"Python-env section num_envs={n}: {type(e).__name__}: {e}")
+            print(f"FAILED: {e}", file=log, flush=True)
+            continue
+        rows = [Result(label, m, w, r) for (label, m, w, _), r in zip(rows, rates)]
+        results += rows
+        print("done; rates per round:", file=log, flush=True)
+        for r in rows:
+            print(f"    {r.contender}, workers={r.workers}: "
+                  f"{', '.join(format_rate(rate) for rate in r.rates)}", file=log, flush=True)
+    return results, errors
+
+
+def python_default(results: list[Result], n: int, cores: int) -> Result | None:
+    """shoal.pool.AsyncVectorEnv at `n` envs with its default workers
+    (the available cores, at most n): the row the targets judge."""
+    return python_row(results, PY_SHOAL, n, min(cores, n))
+
+
+def python_row(results: list[Result], label: str, n: int, workers: int | None = None) -> Result | None:
+    for r in results:
+        if r.contender == label and r.num_envs == n and workers in (None, r.workers):
+            return r
+    return None
+
+
 # ---- report -----------------------------------------------------------------------------
 def format_rate(rate: float) -> str:
     for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
@@ -389,6 +539,7 @@ def cpu_model() -> str:
 
 
 def header(cores: int, envpool_ver: str | None, s: Settings) -> list[str]:
+    """Title, date, machine, versions and (for the main table) the method."""
     import gymnasium
 
     import shoal
@@ -401,10 +552,11 @@ def header(cores: int, envpool_ver: str | None, s: Settings) -> list[str]:
         f"- Python {platform.python_version()}, numpy {np.__version__}, gymnasium "
         f"{gymnasium.__version__}, EnvPool {envpool_ver or 'not installed (skipped)'}, "
         f"shoal {shoal.__version__}",
+    ] + ([
         f"- method: {s.seconds:g} s per run ({s.gym_seconds:g} s for gymnasium), "
         f"{s.warmup:g} s warm-up, median of {s.repeats}; actions pre-sampled "
         f"({ACTION_TABLE_ROWS} arrays cycled); ratio = rate / single-core C loop at the same num_envs",
-    ]
+    ] if s.main_sweep else [])
 
 
 def with_computed_limit(results: list[Result], cores: int) -> list[Result]:
@@ -466,6 +618,49 @@ def headline(results: list[Result], cores: int, envpool_ver: str | None) -> list
     return lines
 
 
+def python_report(results: list[Result], cores: int, s: Settings) -> list[str]:
+    """The section's heading, method, table and target checks."""
+    loop_rates = [rate for r in results if r.contender == PY_LOOP for rate in r.rates]
+    lines = ["## Python env: gymnasium CartPole-v1 under three vectorizers", "",
+             f"- method: per num_envs, all vector envs built together, reset with seed 0, "
+             f"{s.warmup:g} s warm-up each, then {s.python_rounds} interleaved rounds of "
+             f"{s.python_seconds:g} s (each round starts one contender later); median round "
+             f"per contender; ratios are ratios of medians; actions pre-sampled"]
+    bound = None
+    if loop_rates:
+        loop = statistics.median(loop_rates)
+        bound = loop * cores
+        lines.append(f"- reference: {PY_LOOP} (`gymnasium.make(\"{GYM_ENV_ID}\")`): "
+                     f"{format_rate(loop)} steps/s = {1e6 / loop:.1f} us per step on one core; "
+                     f"x {cores} cores = {format_rate(bound)} steps/s, the bound for any vectorizer")
+    lines += ["", "| num_envs | vectorizer | workers | env-steps/s (median) | spread | vs loop x cores |",
+              "|---:|---|---:|---:|---:|---:|"]
+    for r in results:
+        if r.contender != PY_LOOP:
+            share = f"{r.median / bound:.2f}" if bound else "-"
+            lines.append(f"| {r.num_envs} | {r.contender} | {r.workers} | {format_rate(r.median)} "
+                         f"| {r.spread:.0%} | {share} |")
+    return lines + [""] + python_targets(results, cores, s)
+
+
+def python_targets(results: list[Result], cores: int, s: Settings) -> list[str]:
+    """shoal (default workers) / each other vectorizer, against the targets;
+    a target applies from PY_TARGET_MIN_ENVS envs up."""
+    lines = [f"| ratio of medians (shoal with {cores} workers, its default) | num_envs | target "
+             f"| measured | met |", "|---|---:|---:|---:|---|"]
+    for n in s.python_num_envs:
+        shoal = python_default(results, n, cores)
+        for label, target in PY_TARGETS:
+            other = python_row(results, label, n)
+            if shoal is None or other is None or not other.median:
+                continue
+            ratio = shoal.median / other.median
+            met = ("yes" if ratio >= target else "**no**") if n >= PY_TARGET_MIN_ENVS \
+                else f"n/a (< {PY_TARGET_MIN_ENVS} envs)"
+            lines.append(f"| shoal / {label} | {n} | >= {target:g}x | {ratio:.2f}x | {met} |")
+    return lines
+
+
 # ---- command line -------------------------------------------------------------------------
 def int_list(text: str) -> list[int]:
     try:
@@ -503,7 +698,14 @@ def parser() -> argparse.ArgumentParser:
                    help="largest num_envs for gymnasium's slow vector envs (default 64; quick: 8)")
     p.add_argument("--contenders", type=contender_list, default=GROUPS["all"],
                    help=f"comma-separated subset of: {', '.join(GROUPS)} (default all; the C loop, "
-                        f"the reference of every ratio, always runs)")
+                        f"the reference of every ratio, always runs with the main table; "
+                        f"\"python\" is the Python-env section, with a table of its own)")
+    p.add_argument("--python-num-envs", type=int_list, default=None,
+                   help="num_envs of the Python-env section (default 16,64; quick: 16)")
+    p.add_argument("--python-rounds", type=int, default=None,
+                   help="interleaved rounds per contender in the Python-env section (default 7; quick: 2)")
+    p.add_argument("--python-seconds", type=float, default=None,
+                   help="duration of one round in the Python-env section (default 0.5; quick: 0.1)")
     p.add_argument("--quick", action="store_true", help="smoke mode: tiny sweep, short runs, one repeat")
     p.add_argument("--out", help="also write the markdown report to this file")
     return p
@@ -526,10 +728,14 @@ def settings(args: argparse.Namespace, cores: int) -> Settings:
         repeats=pick(args.repeats, 3, 1),
         gym_max_envs=pick(args.gym_max_envs, 64, 8),
         contenders=args.contenders,
+        python_num_envs=pick(args.python_num_envs, [16, 64], [16]),
+        python_rounds=pick(args.python_rounds, 7, 2),
+        python_seconds=pick(args.python_seconds, 0.5, 0.1),
     )
-    if s.seconds <= 0 or s.gym_seconds <= 0 or s.warmup < 0 or s.repeats < 1 or s.gym_max_envs < 1:
-        raise SystemExit("shoal bench: --seconds/--gym-seconds must be > 0, --warmup >= 0, "
-                         "--repeats and --gym-max-envs >= 1")
+    if (s.seconds <= 0 or s.gym_seconds <= 0 or s.python_seconds <= 0 or s.warmup < 0
+            or s.repeats < 1 or s.gym_max_envs < 1 or s.python_rounds < 1):
+        raise SystemExit("shoal bench: --seconds/--gym-seconds/--python-seconds must be > 0, "
+                         "--warmup >= 0, --repeats, --gym-max-envs and --python-rounds >= 1")
     return s
 
 
@@ -544,10 +750,17 @@ def main(argv: list[str] | None = None) -> int:
     if envpool_ver is None and set(s.contenders) & set(ENVPOOL):
         notes.append("EnvPool is not installed (`pip install envpool`): its rows are skipped.")
 
-    results, errors = run_all(s, envpool_ver is not None)
-    results = with_computed_limit(results, cores)
-    report = header(cores, envpool_ver, s) + [""] + table(results) + [""] \
-        + headline(results, cores, envpool_ver)
+    report, errors = header(cores, envpool_ver, s), []
+    if s.python_section:  # first: it forks, and must not while EnvPool's threads exist
+        py_results, errors = run_python(s, cores)
+        python_lines = python_report(py_results, cores, s)
+    if s.main_sweep:
+        results, main_errors = run_all(s, envpool_ver is not None)
+        errors += main_errors
+        results = with_computed_limit(results, cores)
+        report += [""] + table(results) + [""] + headline(results, cores, envpool_ver)
+    if s.python_section:
+        report += [""] + python_lines
     if notes or errors:
         report += ["", "## Notes", ""] + [f"- {line}" for line in notes + errors]
     text = "\n".join(report) + "\n"

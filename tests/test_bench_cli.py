@@ -19,3 +19,22 @@ def test_shoal_bench_quick_prints_a_table(tmp_path):
 def test_unknown_command_is_an_error(tmp_path):
     out = subprocess.run([sys.executable, "-m", "shoal", "frobnicate"], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode != 0 and "invalid choice" in out.stderr
+
+
+def test_shoal_bench_python_section_quick(tmp_path):
+    """The Python-env section alone: its table, every vectorizer, the ratios
+    against their targets, and no main table (no C loop)."""
+    out = subprocess.run([sys.executable, "-m", "shoal", "bench", "--quick", "--contenders", "python",
+                          "--python-num-envs", "16", "--python-rounds", "2",
+                          "--python-seconds", "0.02", "--warmup", "0.01"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "## Python env: gymnasium CartPole-v1" in text
+    for row in ("| 16 | shoal.pool.AsyncVectorEnv |", "| 16 | gymnasium SyncVectorEnv | 1 |",
+                "| 16 | gymnasium AsyncVectorEnv | 16 |"):
+        assert row in text
+    assert "us per step on one core" in text
+    assert "| shoal / gymnasium AsyncVectorEnv | 16 | >= 8x |" in text
+    assert "| shoal / gymnasium SyncVectorEnv | 16 | >= 1.3x |" in text
+    assert "| C loop |" not in text
