@@ -4,6 +4,8 @@
 All logic lives in shoal.bench (also `shoal bench` / `python -m shoal bench`):
     python scripts/bench_pool.py --quick
     python scripts/bench_pool.py --out results.md
+    python scripts/bench_pool.py --contenders python   # gymnasium's CartPole-v1 under
+                                                       # shoal / gymnasium vectorizers
 """
 import sys
 
