@@ -36,6 +36,7 @@ import numpy as np
 from gymnasium.error import ClosedEnvironmentError, ResetNeeded
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from shoal.pool.gym_compat import validate_reset_mask
 from shoal.pool.native import Multiprocessing, NativePool, Serial, parse_autoreset_mode
 
 _BACKENDS: dict[str, type[NativePool]] = {"serial": Serial, "multiprocessing": Multiprocessing}
@@ -129,25 +130,12 @@ class NativeVectorEnv(VectorEnv):
         reset_mask = None
         if options is not None and "reset_mask" in options:
             reset_mask = options.pop("reset_mask")  # Sync pops it too (the dict is the caller's)
-            self._validate_reset_mask(reset_mask)
+            validate_reset_mask(reset_mask, self.num_envs)
         obs, _ = self._pool.reset(seed=seed, options=None if reset_mask is None
                                   else {"reset_mask": reset_mask})
         self._remember_seeds(seed, reset_mask)
         self._reset_done = True
         return (obs.copy() if self.copy else obs), {}
-
-    def _validate_reset_mask(self, reset_mask) -> None:
-        # Same checks, order, exception types and messages as SyncVectorEnv.reset.
-        if not isinstance(reset_mask, np.ndarray):
-            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(reset_mask)}")
-        if reset_mask.shape != (self.num_envs,):
-            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, "
-                             f"got {reset_mask.shape}")
-        if reset_mask.dtype != np.bool_:
-            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {reset_mask.dtype}")
-        if not np.any(reset_mask):
-            raise ValueError(f"`options['reset_mask']` must contain a boolean array with at least "
-                             f"one True value, got reset_mask={reset_mask}")
 
     def _remember_seeds(self, seed, reset_mask) -> None:
         if seed is None:

@@ -59,6 +59,7 @@ from gymnasium.vector.utils import (
 )
 
 from shoal.pool import _native
+from shoal.pool.gym_compat import validate_reset_mask
 from shoal.pool.layout import ALIGN, CTRL_BYTES, SharedRegion
 from shoal.pool.native import WorkerError, _Workers, available_cores, parse_autoreset_mode
 from shoal.pool.spaces import (
@@ -599,16 +600,7 @@ class AsyncVectorEnv(VectorEnv):
         reset_mask = None
         if options is not None and "reset_mask" in options:
             reset_mask = options.pop("reset_mask")
-            if not isinstance(reset_mask, np.ndarray):
-                raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(reset_mask)}")
-            if reset_mask.shape != (self.num_envs,):
-                raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, "
-                                 f"got {reset_mask.shape}")
-            if reset_mask.dtype != np.bool_:
-                raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {reset_mask.dtype}")
-            if not np.any(reset_mask):
-                raise ValueError(f"`options['reset_mask']` must contain a boolean array with at least one "
-                                 f"True value, got reset_mask={reset_mask}")
+            validate_reset_mask(reset_mask, self.num_envs)
         self._drain()
         messages = [("reset", list(seed[a:b]), options,
                      None if reset_mask is None else reset_mask[a:b].tolist())

@@ -272,18 +272,8 @@ def bench_gym(n: int, s: Settings, asynchronous: bool) -> list[float]:
 
     fns = [partial(gymnasium.make, GYM_ENV_ID)] * n
     cls = gymnasium.vector.AsyncVectorEnv if asynchronous else gymnasium.vector.SyncVectorEnv
-    envs = cls(fns)
-    try:
-        envs.reset(seed=0)
-        next_actions = cycling(action_table(n, np.int64))
-
-        def step():
-            envs.step(next_actions())
-            return n
-
+    with stepping(cls(fns), n) as step:
         return measure(step, s.gym_seconds, min(s.warmup, s.gym_seconds), s.repeats)
-    finally:
-        envs.close()
 
 
 @contextlib.contextmanager
