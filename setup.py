@@ -11,7 +11,8 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-ENVS = ["cartpole"]  # one folder per first-party env under envs/
+# One folder per first-party env under envs/: any folder with a binding.pyx.
+ENVS = sorted(name for name in os.listdir("envs") if os.path.isfile(f"envs/{name}/binding.pyx"))
 
 PACKAGE_DIR = {
     "shoal": "shoal",

@@ -1,12 +1,13 @@
 """shoal's first-party environments: one C header each, bound with Cython.
 
 Each env folder holds `<env>.h` (the whole env), `binding.pyx` (the vector
-loop over it) and an `__init__.py` that declares its `EnvSpec`. The registry
-below maps names to specs.
+loop over it) and an `__init__.py` that declares its `EnvSpec` as `SPEC`.
+The registry is every such folder (its name, lowercase, is the env's key).
 """
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,7 +52,7 @@ class EnvSpec:
 
 
 _REGISTRY: dict[str, str] = {
-    "cartpole": "shoal.envs.cartpole",
+    module.name: f"{__name__}.{module.name}" for module in pkgutil.iter_modules(__path__) if module.ispkg
 }
 
 
