@@ -24,6 +24,16 @@ AGENTS_PER_ENV = AGENTS
 OBS_ELEMENTS = OBS_SIZE
 ACT_ELEMENTS = ACT_SIZE
 
+# The numpy dtypes of the header's obs_t / act_t, told apart by what a cast
+# keeps (a fraction: float; -1: signed), so the pool can allocate and check
+# buffers of the C element types without each binding spelling them out.
+cdef obs_t _obs_half = <obs_t>0.5
+cdef obs_t _obs_minus_one = <obs_t>-1
+cdef act_t _act_half = <act_t>0.5
+cdef act_t _act_minus_one = <act_t>-1
+OBS_DTYPE = np.dtype(("f" if _obs_half != 0 else "i" if _obs_minus_one < 0 else "u") + str(sizeof(obs_t)))
+ACT_DTYPE = np.dtype(("f" if _act_half != 0 else "i" if _act_minus_one < 0 else "u") + str(sizeof(act_t)))
+
 
 cdef size_t _address(object array, object dtype, Py_ssize_t count) except 0:
     """Base address of a C-contiguous numpy array holding `count` items of dtype."""
@@ -94,15 +104,15 @@ cdef class Block:
         self.view.episodes = (<shoal_episode*>_address(buffers.episodes, buffers.episodes.dtype, n)) + start
         self.view.requests = (<uint8_t*>_address(buffers.reset_requests, np.uint8, n)) + start
         self.view.seeds = (<uint64_t*>_address(buffers.seeds, np.uint64, n)) + start
-        self.view.actions = (<act_t*>_address(buffers.actions, buffers.actions.dtype, rows * ACT_SIZE)) + row0 * ACT_SIZE
-        self.view.obs = (<obs_t*>_address(buffers.obs, buffers.obs.dtype, rows * OBS_SIZE)) + row0 * OBS_SIZE
+        self.view.actions = (<act_t*>_address(buffers.actions, ACT_DTYPE, rows * ACT_SIZE)) + row0 * ACT_SIZE
+        self.view.obs = (<obs_t*>_address(buffers.obs, OBS_DTYPE, rows * OBS_SIZE)) + row0 * OBS_SIZE
         self.view.rewards = (<float*>_address(buffers.rewards, np.float32, rows)) + row0
         self.view.terminals = (<uint8_t*>_address(buffers.terminals, np.bool_, rows)) + row0
         self.view.truncations = (<uint8_t*>_address(buffers.truncations, np.bool_, rows)) + row0
         self.view.masks = (<uint8_t*>_address(buffers.masks, np.bool_, rows)) + row0
         self.view.final_obs = NULL
         if keep_final_obs:
-            self.view.final_obs = (<obs_t*>_address(buffers.final_obs, buffers.obs.dtype, rows * OBS_SIZE)) + row0 * OBS_SIZE
+            self.view.final_obs = (<obs_t*>_address(buffers.final_obs, OBS_DTYPE, rows * OBS_SIZE)) + row0 * OBS_SIZE
         self.ops.run = _run_block
         self.ops.ctx = <void*>&self.view
 

@@ -108,13 +108,17 @@ class Buffers:
         self.num_workers = num_workers
         self.shared = shared
         rows = num_envs * spec.agents
+        binding = spec.load_binding()
+        if np.dtype(spec.obs_dtype) != binding.OBS_DTYPE:
+            raise ValueError(f"{spec.name}: SPEC.obs_dtype is {np.dtype(spec.obs_dtype)} but the C header's "
+                             f"obs_t is {binding.OBS_DTYPE}; they must agree")
         act_shape = (rows,) if len(spec.action_nvec) == 1 and spec.discrete_action else (rows, len(spec.action_nvec))
         fields = [
-            Field("env_states", np.dtype(np.uint8), (num_envs * spec.load_binding().ENV_BYTES,)),
+            Field("env_states", np.dtype(np.uint8), (num_envs * binding.ENV_BYTES,)),
             Field("episodes", EPISODE_DTYPE, (num_envs,)),
             Field("reset_requests", np.dtype(np.uint8), (num_envs,)),
             Field("seeds", np.dtype(np.uint64), (num_envs,)),
-            Field("actions", np.dtype(np.int32), act_shape),
+            Field("actions", binding.ACT_DTYPE, act_shape),
             Field("obs", np.dtype(spec.obs_dtype), (rows, *spec.obs_shape)),
             Field("final_obs", np.dtype(spec.obs_dtype), (rows, *spec.obs_shape)),
             Field("rewards", np.dtype(np.float32), (rows,)),
