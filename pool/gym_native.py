@@ -51,7 +51,7 @@ class NativeVectorEnv(VectorEnv):
         backend: "multiprocessing" (worker processes, shared memory) or
             "serial" (in this process).
         autoreset_mode: a gymnasium AutoresetMode or its string value.
-        render_mode: None; the C envs do not render.
+        render_mode: None, "rgb_array" or "ansi" where the env draws itself.
         max_episode_steps: None or the env's own limit (CartPole: 500). The
             limit is enforced by the C env itself and cannot be changed;
             accepted because gymnasium.make_vec passes it.
@@ -90,7 +90,8 @@ class NativeVectorEnv(VectorEnv):
         self.copy = copy
         self.render_mode = render_mode
         # Like SyncVectorEnv: the single env's metadata plus the autoreset mode.
-        self.metadata = {"render_modes": [], **pool.spec.metadata, "autoreset_mode": autoreset_mode}
+        from shoal import render
+        self.metadata = {**render.env_metadata(pool.spec), "autoreset_mode": autoreset_mode}
         self.single_observation_space = pool.single_observation_space
         self.single_action_space = pool.single_action_space
         self.observation_space = pool.observation_space
@@ -105,10 +106,8 @@ class NativeVectorEnv(VectorEnv):
         if spec.agents != 1:
             raise ValueError(f"{spec.name} has {spec.agents} agents per env: a gymnasium VectorEnv "
                              f"is single-agent; use the pool or the pettingzoo view")
-        render_modes = spec.metadata.get("render_modes", [])
-        if render_mode is not None and render_mode not in render_modes:
-            raise ValueError(f"render_mode {render_mode!r} is not supported by {spec.name} "
-                             f"(render modes: {render_modes})")
+        from shoal import render
+        render.check_render_mode(spec, render_mode)
         if max_episode_steps is not None and max_episode_steps != spec.max_episode_steps:
             raise ValueError(f"{spec.name} truncates episodes after {spec.max_episode_steps} steps "
                              f"in its C code; max_episode_steps={max_episode_steps} cannot change that")
@@ -173,9 +172,14 @@ class NativeVectorEnv(VectorEnv):
         return {"final_obs": objects, "_final_obs": ended.copy(),
                 "final_info": dict(self._no_final_info), "_final_info": ended.copy()}
 
-    def render(self) -> None:
-        """The C envs do not render (render_mode is always None)."""
+    def render(self):
+        """A frame (render_mode "rgb_array") or text view ("ansi") of every
+        env, as a tuple like SyncVectorEnv's; None without a render_mode."""
         self._check_open()
+        if self.render_mode is None:
+            return None
+        from shoal import render
+        return tuple(render.render(self._pool, self.render_mode, i) for i in range(self.num_envs))
 
     def close_extras(self, **kwargs: Any) -> None:
         if self._pool is not None:

@@ -22,10 +22,15 @@ class ShoalParallelEnv(ParallelEnv):
     def __init__(self, env_name: str = "cartpole", render_mode: str | None = None):
         self._pool = Serial(env_name, 1, autoreset_mode=AutoresetMode.DISABLED)
         spec = self._pool.spec
-        if render_mode is not None:
-            raise ValueError(f"{spec.name} has no render modes yet, got render_mode={render_mode!r}")
+        from shoal import render
+        try:
+            render.check_render_mode(spec, render_mode)
+        except ValueError:
+            self._pool.close()
+            raise
         self.render_mode = render_mode
-        self.metadata = {"name": f"shoal/{spec.name}", "render_modes": [], "is_parallelizable": True}
+        self.metadata = {**render.env_metadata(spec), "name": f"shoal/{spec.name}",
+                         "is_parallelizable": True}
         self.possible_agents = [f"agent_{k}" for k in range(spec.agents)]
         self.agents: list[str] = []
         self._index = {agent: k for k, agent in enumerate(self.possible_agents)}
@@ -67,7 +72,11 @@ class ShoalParallelEnv(ParallelEnv):
         return observations, reward, terminated, truncated, {a: {} for a in acted}
 
     def render(self):
-        return None
+        """An RGB frame ("rgb_array") or a text view ("ansi"); None without a render_mode."""
+        if self.render_mode is None:
+            return None
+        from shoal import render
+        return render.render(self._pool, self.render_mode)
 
     def close(self):
         self._pool.close()

@@ -17,12 +17,24 @@ from shoal.pool.native import Serial
 class SingleEnv(gymnasium.Env):
     """A single copy of shoal env `env_name` (e.g. "CartPole")."""
 
+    # What gymnasium.make checks before construction: every mode shoal can
+    # draw. An instance narrows it to its env's (an env that does not draw
+    # rejects a render_mode with a clear error).
+    metadata = {"render_modes": ["rgb_array", "ansi"]}
+
     def __init__(self, env_name: str = "CartPole", render_mode: str | None = None):
         self._pool = Serial(env_name, 1, autoreset_mode=AutoresetMode.DISABLED)
         spec = self._pool.spec
         if spec.agents != 1:
             raise ValueError(f"{spec.name} has {spec.agents} agents per env; use the pool or "
                              f"the pettingzoo view for multi-agent envs")
+        from shoal import render
+        try:
+            render.check_render_mode(spec, render_mode)
+        except ValueError:
+            self._pool.close()
+            raise
+        self.metadata = render.env_metadata(spec)
         self.observation_space = spec.single_observation_space
         self.action_space = spec.single_action_space
         self.render_mode = render_mode
@@ -39,6 +51,13 @@ class SingleEnv(gymnasium.Env):
         self._action[0] = action
         obs, rewards, terminals, truncations, _ = self._pool.step(self._action)
         return obs[0].copy(), float(rewards[0]), bool(terminals[0]), bool(truncations[0]), {}
+
+    def render(self):
+        """An RGB frame ("rgb_array") or a text view ("ansi"); None without a render_mode."""
+        if self.render_mode is None:
+            return None
+        from shoal import render
+        return render.render(self._pool, self.render_mode)
 
     def close(self):
         self._pool.close()

@@ -18,4 +18,5 @@ SPEC = EnvSpec(
     action_nvec=(2,),
     max_episode_steps=500,
     reward_threshold=475.0,
+    metadata={"render_fps": 50},
 )

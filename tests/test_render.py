@@ -1,0 +1,72 @@
+"""Rendering: frames and text views of every env that draws, through the
+single env, the vector env, the pettingzoo view, and GIFs via `shoal play`."""
+import numpy as np
+import pytest
+
+import shoal.envs
+from shoal import render
+from shoal.cli import main as cli
+from shoal.pool import NativeVectorEnv, Serial
+from shoal.single import SingleEnv
+
+DRAWN = [name.lower() for name in shoal.envs.names() if render.supports_render(shoal.envs.spec(name))]
+
+
+def test_cartpole_draws():
+    assert "cartpole" in DRAWN
+
+
+@pytest.mark.parametrize("env", DRAWN)
+def test_frames_and_text_follow_the_env(env):
+    pool = Serial(env, 2, seed=0)
+    shape = (*pool.spec.load_binding().RENDER_SHAPE, 3)
+    first, text0 = render.frame(pool, 0), render.text(pool, 0)
+    assert first.shape == shape and first.dtype == np.uint8 and first.std() > 0
+    assert isinstance(text0, str) and text0.strip()
+    assert not np.array_equal(first, render.frame(pool, 1)), "two envs with other seeds look different"
+    rng = np.random.default_rng(0)
+    nvec = np.asarray(pool.spec.action_nvec)
+    for _ in range(5):
+        pool.step(rng.integers(0, nvec, size=(pool.num_rows, len(nvec))).reshape(pool.action_space.shape))
+    assert not np.array_equal(first, render.frame(pool, 0)), "the frame follows the env"
+    assert render.text(pool, 0) != text0
+    pool.close()
+
+
+def test_render_modes_through_gymnasium_and_pettingzoo():
+    env = SingleEnv("cartpole", render_mode="rgb_array")
+    env.reset(seed=0)
+    assert env.render().shape == (200, 300, 3)
+    assert env.metadata["render_modes"] == ["rgb_array", "ansi"]
+    env.close()
+    env = SingleEnv("cartpole", render_mode="ansi")
+    env.reset(seed=0)
+    assert env.render().startswith("x=")
+    env.close()
+    with pytest.raises(ValueError, match="not supported"):
+        SingleEnv("cartpole", render_mode="human")
+
+    vec = NativeVectorEnv("cartpole", 3, backend="serial", render_mode="rgb_array")
+    vec.reset(seed=0)
+    frames = vec.render()
+    assert isinstance(frames, tuple) and len(frames) == 3 and frames[0].shape == (200, 300, 3)
+    vec.close()
+
+    from shoal.parallel_env import ShoalParallelEnv
+    penv = ShoalParallelEnv("cartpole", render_mode="ansi")
+    penv.reset(seed=0)
+    assert "theta=" in penv.render()
+    penv.close()
+
+
+def test_shoal_play_writes_a_gif(tmp_path, capsys):
+    pytest.importorskip("PIL", reason="GIFs need pillow (pip install 'shoal[render]')")
+    from PIL import Image
+
+    out = tmp_path / "cartpole.gif"
+    assert cli(["play", "cartpole", "--out", str(out), "--steps", "12", "--seed", "3"]) == 0
+    assert "13 frames" in capsys.readouterr().out
+    with Image.open(out) as gif:
+        assert gif.n_frames > 1 and gif.size == (300, 200)
+    with pytest.raises(SystemExit):
+        cli(["play", "cartpole", "--policy", "heuristic", "--out", str(out)])  # CartPole has none
