@@ -54,6 +54,11 @@ Usage:
     python -m shoal bench --quick               # smoke run, a few seconds
     python -m shoal bench --num-envs 4096 --workers 2 --contenders shoal,envpool
     python -m shoal bench --contenders python      # the Python-env section only
+    python -m shoal bench --contenders envs        # agent-steps/s of every first-party env
+
+The "envs" section (shoal.bench_envs) measures agent-steps/s of every
+first-party env: its C loop and Serial pool on one core, and processes on
+all cores, against the per-core targets of the envs issue.
 """
 from __future__ import annotations
 
@@ -89,6 +94,7 @@ GYM_ASYNC = "gymnasium AsyncVectorEnv"
 ENVPOOL_SYNC = "EnvPool sync"
 ENVPOOL_ASYNC = "EnvPool async"
 PYTHON_SECTION = "Python-env section"  # a group of its own, reported in its own table
+ENVS_SECTION = "first-party envs section"  # agent-steps/s of every env (shoal.bench_envs)
 ORDER = [C_LOOP, C_LOOP_CORES, SERIAL, PROC_SYNC, PROC_ASYNC, GYM_SYNC, GYM_ASYNC,
          ENVPOOL_SYNC, ENVPOOL_ASYNC]
 SHOAL = (SERIAL, PROC_SYNC, PROC_ASYNC)
@@ -106,7 +112,8 @@ GROUPS = {
     "envpool_async": [ENVPOOL_ASYNC],
     "envpool": list(ENVPOOL),
     "python": [PYTHON_SECTION],
-    "all": [C_LOOP, *SHOAL, GYM_SYNC, GYM_ASYNC, *ENVPOOL, PYTHON_SECTION],
+    "envs": [ENVS_SECTION],
+    "all": [C_LOOP, *SHOAL, GYM_SYNC, GYM_ASYNC, *ENVPOOL, PYTHON_SECTION, ENVS_SECTION],
 }
 
 # The Python-env section's contenders (table labels) and targets.
@@ -152,11 +159,15 @@ class Settings:
     @property
     def main_sweep(self) -> bool:
         """Whether any contender of the main (native CartPole) table is selected."""
-        return any(c != PYTHON_SECTION for c in self.contenders)
+        return any(c not in (PYTHON_SECTION, ENVS_SECTION) for c in self.contenders)
 
     @property
     def python_section(self) -> bool:
         return PYTHON_SECTION in self.contenders
+
+    @property
+    def envs_section(self) -> bool:
+        return ENVS_SECTION in self.contenders
 
 
 # ---- timing -------------------------------------------------------------------------
@@ -689,7 +700,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--contenders", type=contender_list, default=GROUPS["all"],
                    help=f"comma-separated subset of: {', '.join(GROUPS)} (default all; the C loop, "
                         f"the reference of every ratio, always runs with the main table; "
-                        f"\"python\" is the Python-env section, with a table of its own)")
+                        f"\"python\" is the Python-env section and \"envs\" the first-party envs section, "
+                        f"each with a table of its own)")
     p.add_argument("--python-num-envs", type=int_list, default=None,
                    help="num_envs of the Python-env section (default 16,64; quick: 16)")
     p.add_argument("--python-rounds", type=int, default=None,
@@ -744,6 +756,10 @@ def main(argv: list[str] | None = None) -> int:
     if s.python_section:  # first: it forks, and must not while EnvPool's threads exist
         py_results, errors = run_python(s, cores)
         python_lines = python_report(py_results, cores, s)
+    if s.envs_section:  # also forks: before EnvPool too
+        from shoal import bench_envs
+        envs_lines, envs_errors = bench_envs.run(s.seconds, s.warmup, s.repeats, cores, log=sys.stderr)
+        errors += envs_errors
     if s.main_sweep:
         results, main_errors = run_all(s, envpool_ver is not None)
         errors += main_errors
@@ -751,6 +767,8 @@ def main(argv: list[str] | None = None) -> int:
         report += [""] + table(results) + [""] + headline(results, cores, envpool_ver)
     if s.python_section:
         report += [""] + python_lines
+    if s.envs_section:
+        report += [""] + envs_lines
     if notes or errors:
         report += ["", "## Notes", ""] + [f"- {line}" for line in notes + errors]
     text = "\n".join(report) + "\n"

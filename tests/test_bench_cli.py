@@ -38,3 +38,17 @@ def test_shoal_bench_python_section_quick(tmp_path):
     assert "| shoal / gymnasium AsyncVectorEnv | 16 | >= 8x |" in text
     assert "| shoal / gymnasium SyncVectorEnv | 16 | >= 1.3x |" in text
     assert "| C loop |" not in text
+
+
+def test_shoal_bench_envs_section_quick(tmp_path):
+    """The first-party envs section: a row per env with its agents, rates and targets."""
+    import shoal.envs
+
+    out = subprocess.run([sys.executable, "-m", "shoal", "bench", "--quick", "--contenders", "envs",
+                          "--seconds", "0.03", "--warmup", "0.01"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "## First-party envs: agent-steps/s" in out.stdout
+    for name in shoal.envs.names():
+        assert f"| {name} |" in out.stdout
+    assert "| C loop |" not in out.stdout, "the main table is not run"

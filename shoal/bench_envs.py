@@ -1,0 +1,134 @@
+"""Agent-steps per second of every first-party env: the bench's "envs" section.
+
+For each env (one row per agent; multi-agent envs count every agent row):
+
+  C loop, 1 core     the env's vector loop in nogil C calls (`Block.run_steps`),
+                     NEXT_STEP autoreset on: the env's own cost per agent-step.
+  Serial, 1 core     shoal's Serial pool, pool.step in a Python loop.
+  processes          shoal's Multiprocessing pool on all available cores; the
+                     table also gives its rate per core.
+
+Actions are random, pre-sampled (a cycled table), drawn uniformly from each
+env's action space; every pool is reset with seed 0 and warmed up. The pool
+size is picked per env so that a step covers about ROWS_PER_STEP agent rows
+(the Python call per step is then a small share). Targets (issue: envs),
+agent-steps/s per core: Snake >= 10 M, Drive >= 1 M, Explorer >= 1 M.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+ROWS_PER_STEP = 8192
+TABLE_ROWS = 8
+TARGETS_PER_CORE = {"snake": 10e6, "drive": 1e6, "explorer": 1e6}
+
+
+def _actions(spec, binding, rows: int, seed: int = 0) -> np.ndarray:
+    """TABLE_ROWS random action arrays for `rows` agent rows, in the pool's layout."""
+    rng = np.random.default_rng(seed)
+    nvec = np.asarray(spec.action_nvec)
+    table = rng.integers(0, nvec, size=(TABLE_ROWS, rows, len(nvec))).astype(binding.ACT_DTYPE)
+    if len(nvec) == 1 and spec.discrete_action:
+        table = table[..., 0]
+    return np.ascontiguousarray(table)
+
+
+def _rate(step, seconds: float, warmup: float, repeats: int) -> list[float]:
+    """Rates (agent-steps/s) of `step` (which returns agent-steps run)."""
+    def run(duration):
+        steps, start = 0, time.perf_counter()
+        while True:
+            steps += step()
+            now = time.perf_counter()
+            if now - start >= duration:
+                return steps / (now - start)
+    if warmup > 0:
+        run(warmup)
+    return [run(seconds) for _ in range(repeats)]
+
+
+def bench_c_loop(spec, num_envs: int, seconds: float, warmup: float, repeats: int) -> list[float]:
+    from shoal.pool.layout import RESEED, Buffers
+
+    binding = spec.load_binding()
+    buffers = Buffers(spec, num_envs, 1, shared=False)
+    try:
+        buffers.reset_requests[:] = RESEED
+        buffers.seeds[:] = np.arange(num_envs, dtype=np.uint64)
+        block = binding.Block(buffers, 0, num_envs, 0)
+        block.reset()
+        rows = num_envs * spec.agents
+        table = _actions(spec, binding, rows).reshape(TABLE_ROWS, -1)
+        chunk = 1
+        while True:  # steps per nogil call: long enough to hide the call
+            start = time.perf_counter()
+            block.run_steps(table, chunk)
+            if time.perf_counter() - start > 0.005:
+                break
+            chunk *= 2
+        return _rate(lambda: block.run_steps(table, chunk) or chunk * rows, seconds, warmup, repeats)
+    finally:
+        buffers.close()
+
+
+def bench_pool(spec, num_envs: int, backend: str, seconds: float, warmup: float,
+               repeats: int) -> list[float]:
+    import shoal
+
+    pool = shoal.make(spec.name, num_envs, backend=backend, seed=0)
+    try:
+        pool.reset(seed=0)
+        table = _actions(spec, spec.load_binding(), pool.num_rows)
+        counter = iter(range(1 << 62))
+
+        def step():
+            pool.step(table[next(counter) % TABLE_ROWS])
+            return pool.num_rows
+
+        return _rate(step, seconds, warmup, repeats)
+    finally:
+        pool.close()
+
+
+def run(seconds: float, warmup: float, repeats: int, cores: int, envs: list[str] | None = None,
+        log=None) -> tuple[list[str], list[str]]:
+    """Measure every env; returns (markdown lines, errors)."""
+    import statistics
+
+    import shoal.envs
+
+    names = envs or [n.lower() for n in shoal.envs.names()]
+    lines = ["## First-party envs: agent-steps/s", "",
+             f"- one row per agent; random pre-sampled actions; pools reset with seed 0; "
+             f"~{ROWS_PER_STEP} agent rows per step; median of {repeats} runs of {seconds} s",
+             "",
+             "| env | agents/env | num_envs | C loop, 1 core | Serial, 1 core | "
+             f"processes, {cores} cores | processes / core | target / core | met |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    errors = []
+    for name in names:
+        spec = shoal.envs.spec(name)
+        num_envs = max(1, ROWS_PER_STEP // spec.agents)
+        if log:
+            print(f"[envs] {spec.name}: {num_envs} envs x {spec.agents} agents", file=log, flush=True)
+        try:
+            c_loop = statistics.median(bench_c_loop(spec, num_envs, seconds, warmup, repeats))
+            serial = statistics.median(bench_pool(spec, num_envs, "serial", seconds, warmup, repeats))
+            procs = statistics.median(bench_pool(spec, num_envs, "multiprocessing", seconds, warmup, repeats))
+        except Exception as e:  # one env failing must not hide the others
+            errors.append(f"{spec.name}: {type(e).__name__}: {e}")
+            continue
+        target = TARGETS_PER_CORE.get(name)
+        per_core = procs / cores
+        met = "-" if target is None else ("yes" if serial >= target else "no")
+        lines.append(f"| {spec.name} | {spec.agents} | {num_envs} | {_fmt(c_loop)} | {_fmt(serial)} | "
+                     f"{_fmt(procs)} | {_fmt(per_core)} | {_fmt(target) if target else '-'} | {met} |")
+    lines += ["", "\"met\": Serial, one process on one core, reaches the per-core target; "
+              "processes / core is lower where the pool's parent shares the cores with its workers."]
+    return lines, errors
+
+
+def _fmt(rate: float) -> str:
+    return f"{rate / 1e6:.2f} M" if rate >= 1e6 else f"{rate / 1e3:.1f} k"
