@@ -47,7 +47,9 @@ class NativeVectorEnv(VectorEnv):
 
     Args:
         env: a first-party env name ("CartPole", case-insensitive).
-        num_envs: number of envs (single-agent envs only: one row per env).
+        num_envs: number of envs. A multi-agent env's agent rows are the
+            vector env's sub-envs: its num_envs is then envs x agents, and
+            infos["mask"] says which rows hold a present agent (see reset).
         backend: "multiprocessing" (worker processes, shared memory) or
             "serial" (in this process).
         autoreset_mode: a gymnasium AutoresetMode or its string value.
@@ -85,7 +87,10 @@ class NativeVectorEnv(VectorEnv):
             pool.close()
             raise
         self._pool = pool
-        self.num_envs = pool.num_envs
+        # Multi-agent envs: every agent row is a sub-env (as PufferLib does),
+        # so num_envs counts rows; infos["mask"] says which rows are present.
+        self.agents_per_env = pool.spec.agents
+        self.num_envs = pool.num_rows
         self.autoreset_mode = autoreset_mode
         self.copy = copy
         self.render_mode = render_mode
@@ -96,16 +101,13 @@ class NativeVectorEnv(VectorEnv):
         self.single_action_space = pool.single_action_space
         self.observation_space = pool.observation_space
         self.action_space = pool.action_space
-        self._env_seeds = [seed + i for i in range(self.num_envs)]
+        self._env_seeds = [seed + i // self.agents_per_env for i in range(self.num_envs)]
         self._reset_done = False
         self._no_final_info: dict = {}  # SAME_STEP "final_info": the C envs report no info
 
     @staticmethod
     def _check_supported(pool: NativePool, render_mode, max_episode_steps) -> None:
         spec = pool.spec
-        if spec.agents != 1:
-            raise ValueError(f"{spec.name} has {spec.agents} agents per env: a gymnasium VectorEnv "
-                             f"is single-agent; use the pool or the pettingzoo view")
         from shoal import render
         render.check_render_mode(spec, render_mode)
         if max_episode_steps is not None and max_episode_steps != spec.max_episode_steps:
@@ -130,16 +132,48 @@ class NativeVectorEnv(VectorEnv):
         if options is not None and "reset_mask" in options:
             reset_mask = options.pop("reset_mask")  # Sync pops it too (the dict is the caller's)
             validate_reset_mask(reset_mask, self.num_envs)
-        obs, _ = self._pool.reset(seed=seed, options=None if reset_mask is None
-                                  else {"reset_mask": reset_mask})
+        pool_seed, pool_mask = self._per_pool_env(seed, reset_mask)
+        obs, _ = self._pool.reset(seed=pool_seed, options=None if pool_mask is None
+                                  else {"reset_mask": pool_mask})
         self._remember_seeds(seed, reset_mask)
         self._reset_done = True
-        return (obs.copy() if self.copy else obs), {}
+        return (obs.copy() if self.copy else obs), self._mask_info()
+
+    def _per_pool_env(self, seed, reset_mask):
+        """Seeds and reset mask over rows -> over the pool's envs. With several
+        agents per env, an env's rows reset together: a seed list or a mask
+        must give all rows of an env the same value."""
+        a = self.agents_per_env
+        if a == 1:
+            return seed, reset_mask
+        if isinstance(seed, (list, tuple)):
+            per_env = [seed[e * a] for e in range(self._pool.num_envs)]
+            if any(seed[e * a + k] != per_env[e] for e in range(self._pool.num_envs) for k in range(a)):
+                raise ValueError(f"{self._pool.spec.name} has {a} agent rows per env, which reset "
+                                 f"together: a seed list must repeat each env's seed for its {a} rows")
+            seed = per_env
+        elif isinstance(seed, (int, np.integer)):
+            pass  # env e gets seed + e; its rows report that seed
+        if reset_mask is not None:
+            by_env = reset_mask.reshape(-1, a)
+            if not (by_env == by_env[:, :1]).all():
+                raise ValueError(f"{self._pool.spec.name} has {a} agent rows per env, which reset "
+                                 f"together: reset_mask must be equal over each env's {a} rows")
+            reset_mask = np.ascontiguousarray(by_env[:, 0])
+        return seed, reset_mask
+
+    def _mask_info(self) -> dict:
+        """Multi-agent envs: {"mask": rows present, "_mask": all true}."""
+        if self.agents_per_env == 1:
+            return {}
+        masks = self._pool.masks.copy()
+        return {"mask": masks, "_mask": np.ones(self.num_envs, dtype=np.bool_)}
 
     def _remember_seeds(self, seed, reset_mask) -> None:
         if seed is None:
             return
-        seeds = ([int(seed) + i for i in range(self.num_envs)]
+        a = self.agents_per_env
+        seeds = ([int(seed) + i // a for i in range(self.num_envs)]
                  if isinstance(seed, (int, np.integer)) else list(seed))
         for i, s in enumerate(seeds):
             if s is not None and (reset_mask is None or reset_mask[i]):
@@ -153,9 +187,9 @@ class NativeVectorEnv(VectorEnv):
             # although the pool itself has reset its envs at construction.
             raise ResetNeeded("Cannot call env.step() before calling env.reset()")
         obs, rewards, terminations, truncations, pool_info = self._pool.step(actions)
-        infos = {}
+        infos = self._mask_info()
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            infos = self._final_infos(pool_info["final_obs"], pool_info["_final_obs"])
+            infos.update(self._final_infos(pool_info["final_obs"], pool_info["_final_obs"]))
         return ((obs.copy() if self.copy else obs),
                 rewards.astype(np.float64),  # the pool's float32 -> a new float64 array, as Sync
                 terminations.copy(),
@@ -174,12 +208,13 @@ class NativeVectorEnv(VectorEnv):
 
     def render(self):
         """A frame (render_mode "rgb_array") or text view ("ansi") of every
-        env, as a tuple like SyncVectorEnv's; None without a render_mode."""
+        env (not every agent row), as a tuple like SyncVectorEnv's; None
+        without a render_mode."""
         self._check_open()
         if self.render_mode is None:
             return None
         from shoal import render
-        return tuple(render.render(self._pool, self.render_mode, i) for i in range(self.num_envs))
+        return tuple(render.render(self._pool, self.render_mode, i) for i in range(self._pool.num_envs))
 
     def close_extras(self, **kwargs: Any) -> None:
         if self._pool is not None:

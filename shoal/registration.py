@@ -1,4 +1,4 @@
-"""gymnasium ids for shoal's first-party single-agent envs.
+"""gymnasium ids for shoal's first-party envs.
 
 `import shoal` registers, for each such env, "shoal/<Name>-v0"
 (e.g. "shoal/CartPole-v0"):
@@ -10,6 +10,11 @@
     envs = gymnasium.make_vec("shoal/CartPole-v0", num_envs=8, vectorization_mode="sync")
         # gymnasium's SyncVectorEnv ("async": AsyncVectorEnv) over SingleEnvs; keywords
         # then go to SingleEnv (render_mode only), vector_kwargs to the vector env
+
+Multi-agent envs (e.g. "shoal/Snake-v0") have make_vec only: the native pool
+as a VectorEnv whose sub-envs are agent rows (num_envs x agents of them),
+with infos["mask"]; gymnasium.make on them raises, pointing to make_vec and
+the pettingzoo view.
 
 Without `import shoal` first, gymnasium's module syntax imports it:
 gymnasium.make("shoal:shoal/CartPole-v0") and make_vec("shoal:shoal/CartPole-v0").
@@ -45,8 +50,15 @@ def make_native_vector_env(num_envs: int = 1, env_name: str = "CartPole", **kwar
     return NativeVectorEnv(env_name, num_envs, **kwargs)
 
 
+def _multi_agent_make(env_name: str, **kwargs):
+    raise gymnasium.error.Error(
+        f"{env_name} is a multi-agent env: gymnasium.make gives single-agent envs. Use "
+        f"gymnasium.make_vec (agent rows as sub-envs, infos['mask']), "
+        f"shoal.parallel_env.ShoalParallelEnv({env_name!r}) (pettingzoo) or shoal.make({env_name!r}, n)")
+
+
 def register_envs() -> list[str]:
-    """Register every single-agent first-party env; returns their ids.
+    """Register every first-party env; returns their ids.
 
     Idempotent: ids already registered are left alone (gymnasium would warn
     "Overriding environment" on a second register()).
@@ -54,15 +66,16 @@ def register_envs() -> list[str]:
     ids = []
     for name in names():
         env_spec = spec(name)
-        if env_spec.agents != 1:
-            continue  # gymnasium.Env is single-agent; multi-agent envs go through pettingzoo
         env_id = gym_id(name)
         ids.append(env_id)
         if env_id in gymnasium.registry:
             continue
         gymnasium.register(
             id=env_id,
-            entry_point="shoal.single:SingleEnv",
+            # A gymnasium.Env is single-agent: a multi-agent env has only the
+            # vector entry point (its agent rows are the sub-envs) and, outside
+            # gymnasium, the pettingzoo view (shoal.parallel_env).
+            entry_point="shoal.single:SingleEnv" if env_spec.agents == 1 else _multi_agent_make,
             vector_entry_point="shoal.registration:make_native_vector_env",
             kwargs={"env_name": env_spec.name},
             reward_threshold=env_spec.reward_threshold,
