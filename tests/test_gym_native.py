@@ -13,6 +13,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import vector as vector_wrappers
 
 import shoal
+import shoal.envs
 from shoal.pool.gym_native import NativeVectorEnv
 from shoal.registration import register_envs
 
@@ -266,8 +267,9 @@ def test_made_env_behaves_like_cartpole_v1_step_by_step():
 def test_registration_is_idempotent_and_make_vec_modes():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert register_envs() == [ENV_ID]
-        assert register_envs() == [ENV_ID]
+        ids = register_envs()
+        assert ENV_ID in ids and ids == [f"shoal/{n}-v0" for n in shoal.envs.names()]
+        assert register_envs() == ids
     spec = gymnasium.spec(ENV_ID)
     assert spec.reward_threshold == 475.0 and spec.max_episode_steps is None
     default = gymnasium.make_vec(ENV_ID, num_envs=2, backend="serial")
