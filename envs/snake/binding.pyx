@@ -25,6 +25,27 @@ cdef extern from *:
         *x = cell % SNAKE_STRIDE - SNAKE_PAD;
         *y = cell / SNAKE_STRIDE - SNAKE_PAD;
     }
+    /* Test scenarios: an empty walled grid, then snakes and food placed. */
+    static void snake_clear_grid(snake_env* env) {
+        for (int k = 0; k < SNAKE_CELLS; k++) env->grid[k] = SNAKE_CELL_WALL;
+        for (int y = 0; y < SNAKE_SIZE; y++)
+            for (int x = 0; x < SNAKE_SIZE; x++) env->grid[snake_cell_index(x, y)] = SNAKE_CELL_EMPTY;
+    }
+    static void snake_place_cell(snake_env* env, int i, int k, int len, int x, int y) {
+        snake_snake* s = &env->snakes[i];
+        const int cell = snake_cell_index(x, y);
+        s->head = (uint8_t)(len - 1);
+        s->length = (uint8_t)len;
+        s->body[len - 1 - k] = (uint16_t)cell;
+        env->grid[cell] = (uint8_t)((k == 0 ? SNAKE_CELL_HEAD0 : SNAKE_CELL_BODY0) + 2 * i);
+    }
+    static void snake_place_meta(snake_env* env, int i, int dir, int grow) {
+        env->snakes[i].dir = (uint8_t)dir;
+        env->snakes[i].grow = (uint8_t)grow;
+    }
+    static void snake_place_food(snake_env* env, int x, int y) {
+        env->grid[snake_cell_index(x, y)] = SNAKE_CELL_FOOD;
+    }
     """
     ctypedef struct env_t "snake_env":
         pass
@@ -58,6 +79,10 @@ cdef extern from *:
     int snake_dir_of(const env_t* env, int i) noexcept nogil
     int snake_grow_of(const env_t* env, int i) noexcept nogil
     int snake_steps_of(const env_t* env) noexcept nogil
+    void snake_clear_grid(env_t* env) noexcept nogil
+    void snake_place_cell(env_t* env, int i, int k, int len, int x, int y) noexcept nogil
+    void snake_place_meta(env_t* env, int i, int dir, int grow) noexcept nogil
+    void snake_place_food(env_t* env, int x, int y) noexcept nogil
     void snake_body_xy(const env_t* env, int i, int k, int* x, int* y) noexcept nogil
 
 include "../vec_binding.pxi"
@@ -136,3 +161,27 @@ def decode(const uint8_t[::1] env_bytes):
         dirs.append(snake_dir_of(env, i))
         grows.append(snake_grow_of(env, i))
     return {"grid": grid, "bodies": bodies, "dirs": dirs, "grow": grows, "steps": snake_steps_of(env)}
+
+
+def place(uint8_t[::1] env_bytes, bodies, dirs, food):
+    """Overwrite one env's grid with a test scenario: bodies[i] is snake i's
+    cells head first as (x, y) (1..MAX_LEN cells, no pending growth),
+    dirs[i] its heading, food a list of (x, y). The caller keeps the
+    scenario legal (cells on the grid, disjoint, bodies contiguous); the
+    food count may differ from FOOD (eaten food is still replaced one for
+    one)."""
+    if len(bodies) != AGENTS or len(dirs) != AGENTS:
+        raise ValueError(f"need {AGENTS} bodies and dirs")
+    cdef env_t* env = <env_t*>_one_env(env_bytes)
+    cdef int i, k
+    snake_clear_grid(env)
+    for i in range(AGENTS):
+        if not 1 <= len(bodies[i]) <= C_MAX_LEN:
+            raise ValueError("a body has 1..MAX_LEN cells")
+        for k, (x, y) in enumerate(bodies[i]):
+            if not (0 <= x < C_SIZE and 0 <= y < C_SIZE):
+                raise ValueError(f"cell {(x, y)} is off the grid")
+            snake_place_cell(env, i, k, len(bodies[i]), x, y)
+        snake_place_meta(env, i, dirs[i], 0)
+    for x, y in food:
+        snake_place_food(env, x, y)

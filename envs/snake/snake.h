@@ -7,8 +7,9 @@
  * tail stays put this step) up to SNAKE_MAX_LEN cells. A snake dies when its
  * head enters a wall, any snake's body (its own included), or a cell that
  * another head enters the same step (head-to-head: both die; swapping places
- * head-on also kills both, each hits the other's old head). Tails move
- * before heads: entering the cell a tail leaves this step is safe.
+ * head-on also kills both, each hits the other's old head, now its neck;
+ * a live snake is never one cell with no growth owed, so it has a neck).
+ * Tails move before heads: entering the cell a tail leaves this step is safe.
  *
  * Death and respawn (per-agent episodes). A dead snake's cells empty at
  * once and it respawns IMMEDIATELY at a random free cell with a random
