@@ -73,6 +73,12 @@ include "../vec_binding.pxi"
 drive_build_assets()   # the shared maps, once per process
 
 RENDER_SHAPE = (320, 320)
+MAX_EPISODE_STEPS = MAX_STEPS
+NUM_MAP_LAYOUTS = NUM_MAPS
+NUM_DISCRETE_ACTIONS = NUM_ACTIONS
+STEER_GRID = STEER_BINS      # action = steer_bin * ACCEL_GRID + accel_bin
+ACCEL_GRID = ACCEL_BINS
+TEXT_SHAPE = (TEXT_ROWS, TEXT_COLS)
 MAP_NAMES = tuple(drive_map_name(m).decode() for m in range(NUM_MAPS))
 AGENT_FIELDS = ("x", "y", "heading", "speed", "status", "controlled", "on_road", "lane")
 

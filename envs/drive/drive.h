@@ -252,8 +252,9 @@ SHOAL_FN void drive_write_obs(const drive_env* env, const drive_map* map, int a,
     obs[2] = drive_clip1((-s * gx + c * gy) / DRIVE_GOAL_SCALE);
     obs[3] = fminf(ag->goal_dist / DRIVE_GOAL_SCALE, 1.0f);
     obs[4] = drive_clip1((lc * oy - ls * ox) / DRIVE_LANE_WIDTH);
-    obs[5] = c * lc + s * ls;
-    obs[6] = s * lc - c * ls;
+    /* rotated unit vectors can round a hair past 1: clip, the space is [-1, 1] */
+    obs[5] = drive_clip1(c * lc + s * ls);
+    obs[6] = drive_clip1(s * lc - c * ls);
     obs[7] = 1.0f - (float)env->steps / (float)DRIVE_MAX_STEPS;
 
     /* partners: the nearest DRIVE_PARTNERS live agents, insertion-sorted */
@@ -287,8 +288,8 @@ SHOAL_FN void drive_write_obs(const drive_env* env, const drive_map* map, int a,
         const float dx = o->x - ag->x, dy = o->y - ag->y;
         p[0] = drive_clip1((c * dx + s * dy) / DRIVE_POS_SCALE);
         p[1] = drive_clip1((-s * dx + c * dy) / DRIVE_POS_SCALE);
-        p[2] = o->cos_h * c + o->sin_h * s;
-        p[3] = o->sin_h * c - o->cos_h * s;
+        p[2] = drive_clip1(o->cos_h * c + o->sin_h * s);
+        p[3] = drive_clip1(o->sin_h * c - o->cos_h * s);
         p[4] = fminf(o->speed / DRIVE_MAX_SPEED, 1.0f);
         p[5] = o->length / 6.0f;
     }
@@ -309,8 +310,8 @@ SHOAL_FN void drive_write_obs(const drive_env* env, const drive_map* map, int a,
         const float dx = map->road_x[q] - ag->x, dy = map->road_y[q] - ag->y;
         r[0] = drive_clip1((c * dx + s * dy) / DRIVE_POS_SCALE);
         r[1] = drive_clip1((-s * dx + c * dy) / DRIVE_POS_SCALE);
-        r[2] = map->road_cos[q] * c + map->road_sin[q] * s;
-        r[3] = map->road_sin[q] * c - map->road_cos[q] * s;
+        r[2] = drive_clip1(map->road_cos[q] * c + map->road_sin[q] * s);
+        r[3] = drive_clip1(map->road_sin[q] * c - map->road_cos[q] * s);
     }
 }
 
