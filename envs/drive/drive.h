@@ -168,7 +168,9 @@ typedef struct {
 } drive_env;
 
 /* ---- small helpers ---------------------------------------------------------- */
-SHOAL_FN float drive_clip1(float v) { return fminf(1.0f, fmaxf(-1.0f, v)); }
+/* Ternaries, not fminf/fmaxf: without -ffast-math gcc calls libm for those. */
+SHOAL_FN float drive_clip1(float v) { return v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v); }
+SHOAL_FN float drive_min1(float v) { return v > 1.0f ? 1.0f : v; }
 
 SHOAL_FN int drive_lane_wrap(const drive_map* map, int lane, int idx) {
     const int n = map->lane_len[lane];
@@ -247,11 +249,11 @@ SHOAL_FN void drive_write_obs(const drive_env* env, const drive_map* map, int a,
     const int li = ag->lane_idx;
     const float lc = map->lane_cos[ag->lane][li], ls = map->lane_sin[ag->lane][li];
     const float ox = ag->x - map->lane_x[ag->lane][li], oy = ag->y - map->lane_y[ag->lane][li];
-    obs[0] = fminf(ag->speed / DRIVE_MAX_SPEED, 1.0f);
-    obs[1] = drive_clip1((c * gx + s * gy) / DRIVE_GOAL_SCALE);
-    obs[2] = drive_clip1((-s * gx + c * gy) / DRIVE_GOAL_SCALE);
-    obs[3] = fminf(ag->goal_dist / DRIVE_GOAL_SCALE, 1.0f);
-    obs[4] = drive_clip1((lc * oy - ls * ox) / DRIVE_LANE_WIDTH);
+    obs[0] = drive_min1(ag->speed * (1.0f / DRIVE_MAX_SPEED));
+    obs[1] = drive_clip1((c * gx + s * gy) * (1.0f / DRIVE_GOAL_SCALE));
+    obs[2] = drive_clip1((-s * gx + c * gy) * (1.0f / DRIVE_GOAL_SCALE));
+    obs[3] = drive_min1(ag->goal_dist * (1.0f / DRIVE_GOAL_SCALE));
+    obs[4] = drive_clip1((lc * oy - ls * ox) * (1.0f / DRIVE_LANE_WIDTH));
     /* rotated unit vectors can round a hair past 1: clip, the space is [-1, 1] */
     obs[5] = drive_clip1(c * lc + s * ls);
     obs[6] = drive_clip1(s * lc - c * ls);
@@ -286,11 +288,11 @@ SHOAL_FN void drive_write_obs(const drive_env* env, const drive_map* map, int a,
         }
         const drive_agent* o = &env->agents[best_j[k]];
         const float dx = o->x - ag->x, dy = o->y - ag->y;
-        p[0] = drive_clip1((c * dx + s * dy) / DRIVE_POS_SCALE);
-        p[1] = drive_clip1((-s * dx + c * dy) / DRIVE_POS_SCALE);
+        p[0] = drive_clip1((c * dx + s * dy) * (1.0f / DRIVE_POS_SCALE));
+        p[1] = drive_clip1((-s * dx + c * dy) * (1.0f / DRIVE_POS_SCALE));
         p[2] = drive_clip1(o->cos_h * c + o->sin_h * s);
         p[3] = drive_clip1(o->sin_h * c - o->cos_h * s);
-        p[4] = fminf(o->speed / DRIVE_MAX_SPEED, 1.0f);
+        p[4] = drive_min1(o->speed * (1.0f / DRIVE_MAX_SPEED));
         p[5] = o->length / 6.0f;
     }
 
@@ -308,8 +310,8 @@ SHOAL_FN void drive_write_obs(const drive_env* env, const drive_map* map, int a,
             continue;
         }
         const float dx = map->road_x[q] - ag->x, dy = map->road_y[q] - ag->y;
-        r[0] = drive_clip1((c * dx + s * dy) / DRIVE_POS_SCALE);
-        r[1] = drive_clip1((-s * dx + c * dy) / DRIVE_POS_SCALE);
+        r[0] = drive_clip1((c * dx + s * dy) * (1.0f / DRIVE_POS_SCALE));
+        r[1] = drive_clip1((-s * dx + c * dy) * (1.0f / DRIVE_POS_SCALE));
         r[2] = drive_clip1(map->road_cos[q] * c + map->road_sin[q] * s);
         r[3] = drive_clip1(map->road_sin[q] * c - map->road_cos[q] * s);
     }
@@ -396,21 +398,26 @@ SHOAL_FN void drive_reset(drive_env* env, float* obs, uint8_t* mask) {
 }
 
 /* ---- step -------------------------------------------------------------------- */
-/* Kinematic bicycle, reference point at the centre (slip angle beta). */
+/* Kinematic bicycle, reference point at the centre: slip angle
+ * beta = atan(tan(steer) / 2), yaw rate = v cos(beta) tan(steer) / wheelbase.
+ * The seven steer bins are fixed, so sin/cos(beta) and cos(beta) tan(steer)
+ * are tabulated (exact to float32) instead of costing four libm calls a step. */
 SHOAL_FN void drive_move(drive_agent* ag, int32_t action) {
     const float accels[DRIVE_ACCEL_BINS] = {-4.0f, -2.0f, 0.0f, 1.5f, 3.0f};
-    if (action < 0 || action >= DRIVE_NUM_ACTIONS) action = 2;   /* straight, coast */
-    const float steer = (float)(action / DRIVE_ACCEL_BINS - 3) * DRIVE_STEER_STEP;
-    const float accel = accels[action % DRIVE_ACCEL_BINS];
-    float v = ag->speed + accel * DRIVE_DT;
-    v = fminf(fmaxf(v, 0.0f), DRIVE_MAX_SPEED);
-    const float tan_steer = tanf(steer);
-    const float beta = atanf(0.5f * tan_steer);
-    const float wheelbase = 0.6f * ag->length;
-    const float travel = ag->heading + beta;
-    ag->x += v * cosf(travel) * DRIVE_DT;
-    ag->y += v * sinf(travel) * DRIVE_DT;
-    float h = ag->heading + v * cosf(beta) * tan_steer / wheelbase * DRIVE_DT;
+    const float sin_beta[DRIVE_STEER_BINS] = {-0.323656458f, -0.206825749f, -0.100838393f, 0.0f,
+                                              0.100838393f, 0.206825749f, 0.323656458f};
+    const float cos_beta[DRIVE_STEER_BINS] = {0.946174665f, 0.978377795f, 0.994902819f, 1.0f,
+                                              0.994902819f, 0.978377795f, 0.946174665f};
+    const float yaw_gain[DRIVE_STEER_BINS] = {-0.647312916f, -0.413651497f, -0.201676786f, 0.0f,
+                                              0.201676786f, 0.413651497f, 0.647312916f};
+    if (action < 0 || action >= DRIVE_NUM_ACTIONS) action = 3 * DRIVE_ACCEL_BINS + 2;  /* straight, coast */
+    const int steer_bin = action / DRIVE_ACCEL_BINS;
+    float v = ag->speed + accels[action % DRIVE_ACCEL_BINS] * DRIVE_DT;
+    v = v < 0.0f ? 0.0f : (v > DRIVE_MAX_SPEED ? DRIVE_MAX_SPEED : v);
+    const float sb = sin_beta[steer_bin], cb = cos_beta[steer_bin];
+    ag->x += v * (ag->cos_h * cb - ag->sin_h * sb) * DRIVE_DT;   /* cos(heading + beta) */
+    ag->y += v * (ag->sin_h * cb + ag->cos_h * sb) * DRIVE_DT;   /* sin(heading + beta) */
+    float h = ag->heading + v * yaw_gain[steer_bin] / (0.6f * ag->length) * DRIVE_DT;
     if (h > 3.14159265f) h -= 6.28318531f;
     if (h < -3.14159265f) h += 6.28318531f;
     ag->heading = h;
