@@ -104,14 +104,20 @@ enum { EXPLORER_OBS_DEPTH = 0, EXPLORER_OBS_COLOUR = EXPLORER_RAYS,
        EXPLORER_OBS_TASK1 };
 
 /* ---- shared assets: every floorplan, plus direction tables --------------
- * Walls are stored as structure-of-arrays so the ray loop (walls outer,
- * rays inner) vectorises; wall_inv_len2 serves the collision test. */
+ * Every wall is axis-aligned, which makes a ray-wall test one multiply by a
+ * tabulated 1/direction plus range checks. The hot path reads the walls
+ * split by orientation (vertical: x, y range; horizontal: y, x range) as
+ * structure-of-arrays, so the ray loop (walls outer, rays inner)
+ * vectorises. The generic segment arrays serve rendering and tests. */
 typedef struct {
     int32_t num_walls, num_rooms;
     float wall_x0[EXPLORER_MAX_WALLS], wall_y0[EXPLORER_MAX_WALLS];
     float wall_ex[EXPLORER_MAX_WALLS], wall_ey[EXPLORER_MAX_WALLS]; /* end - start */
-    float wall_inv_len2[EXPLORER_MAX_WALLS];
     int32_t wall_colour[EXPLORER_MAX_WALLS];
+    int32_t num_vwalls, num_hwalls;
+    float vwall_x[EXPLORER_MAX_WALLS], vwall_lo[EXPLORER_MAX_WALLS], vwall_hi[EXPLORER_MAX_WALLS];
+    float hwall_y[EXPLORER_MAX_WALLS], hwall_lo[EXPLORER_MAX_WALLS], hwall_hi[EXPLORER_MAX_WALLS];
+    int32_t vwall_colour[EXPLORER_MAX_WALLS], hwall_colour[EXPLORER_MAX_WALLS];
     float room_x0[EXPLORER_MAX_ROOMS], room_y0[EXPLORER_MAX_ROOMS];
     float room_x1[EXPLORER_MAX_ROOMS], room_y1[EXPLORER_MAX_ROOMS];
 } explorer_plan;
@@ -123,6 +129,10 @@ typedef struct {
     float heading_dx[EXPLORER_HEADINGS], heading_dy[EXPLORER_HEADINGS];
     float ray_dx[EXPLORER_HEADINGS][EXPLORER_RAYS];
     float ray_dy[EXPLORER_HEADINGS][EXPLORER_RAYS];
+    /* 1 / direction: ray angles sit half a step off the heading grid, so no
+     * component is ever zero. */
+    float ray_inv_dx[EXPLORER_HEADINGS][EXPLORER_RAYS];
+    float ray_inv_dy[EXPLORER_HEADINGS][EXPLORER_RAYS];
 } explorer_assets;
 
 #ifdef __CUDACC__
@@ -181,19 +191,31 @@ SHOAL_FN void explorer_cast(const explorer_env* env, const explorer_plan* plan, 
         best[r] = EXPLORER_RANGE;
         hit[r] = 0;
     }
-    /* Ray o + t d meets wall w0 + u e where t = cross(q, e) / cross(d, e),
-     * u = cross(q, d) / cross(d, e), q = w0 - o. Parallel walls give
-     * infinities or NaNs, which fail every comparison: no branch needed. */
-    for (int w = 0; w < plan->num_walls; w++) {
-        const float qx = plan->wall_x0[w] - ox, qy = plan->wall_y0[w] - oy;
-        const float ex = plan->wall_ex[w], ey = plan->wall_ey[w];
-        const float q_cross_e = qx * ey - qy * ex;
-        const int32_t c = plan->wall_colour[w];
+    /* A vertical wall x = X, lo <= y <= hi meets ray o + t d at
+     * t = (X - ox) / dx if oy + t dy lies in [lo, hi] (horizontal walls
+     * likewise with x and y swapped). Branch-free so it vectorises. */
+    const float* inv_dx = assets->ray_inv_dx[me->heading];
+    const float* inv_dy = assets->ray_inv_dy[me->heading];
+    for (int w = 0; w < plan->num_vwalls; w++) {
+        const float wx = plan->vwall_x[w] - ox;
+        const float lo = plan->vwall_lo[w] - oy, hi = plan->vwall_hi[w] - oy;
+        const int32_t c = plan->vwall_colour[w];
         for (int r = 0; r < EXPLORER_RAYS; r++) {
-            const float inv = 1.0f / (dx[r] * ey - dy[r] * ex);
-            const float t = q_cross_e * inv;
-            const float u = (qx * dy[r] - qy * dx[r]) * inv;
-            const int closer = (t > 0.0f) & (u >= 0.0f) & (u <= 1.0f) & (t < best[r]);
+            const float t = wx * inv_dx[r];
+            const float along = t * dy[r];
+            const int closer = (t > 0.0f) & (along >= lo) & (along <= hi) & (t < best[r]);
+            best[r] = closer ? t : best[r];
+            hit[r] = closer ? c : hit[r];
+        }
+    }
+    for (int w = 0; w < plan->num_hwalls; w++) {
+        const float wy = plan->hwall_y[w] - oy;
+        const float lo = plan->hwall_lo[w] - ox, hi = plan->hwall_hi[w] - ox;
+        const int32_t c = plan->hwall_colour[w];
+        for (int r = 0; r < EXPLORER_RAYS; r++) {
+            const float t = wy * inv_dy[r];
+            const float along = t * dx[r];
+            const int closer = (t > 0.0f) & (along >= lo) & (along <= hi) & (t < best[r]);
             best[r] = closer ? t : best[r];
             hit[r] = closer ? c : hit[r];
         }
@@ -223,13 +245,16 @@ SHOAL_FN void explorer_cast(const explorer_env* env, const explorer_plan* plan, 
  * it overlaps? (Moving apart is allowed so overlapping agents can't lock.) */
 SHOAL_FN int explorer_blocked(const explorer_env* env, const explorer_plan* plan, int self,
                               float nx, float ny) {
-    for (int w = 0; w < plan->num_walls; w++) {
-        const float px = nx - plan->wall_x0[w], py = ny - plan->wall_y0[w];
-        const float ex = plan->wall_ex[w], ey = plan->wall_ey[w];
-        float s = (px * ex + py * ey) * plan->wall_inv_len2[w];
-        s = fminf(fmaxf(s, 0.0f), 1.0f);
-        const float cx = px - s * ex, cy = py - s * ey;
-        if (cx * cx + cy * cy < EXPLORER_RADIUS * EXPLORER_RADIUS) return 1;
+    const float r2 = EXPLORER_RADIUS * EXPLORER_RADIUS;
+    for (int w = 0; w < plan->num_vwalls; w++) {
+        const float across = nx - plan->vwall_x[w];
+        const float along = ny - fminf(fmaxf(ny, plan->vwall_lo[w]), plan->vwall_hi[w]);
+        if (across * across + along * along < r2) return 1;
+    }
+    for (int w = 0; w < plan->num_hwalls; w++) {
+        const float across = ny - plan->hwall_y[w];
+        const float along = nx - fminf(fmaxf(nx, plan->hwall_lo[w]), plan->hwall_hi[w]);
+        if (across * across + along * along < r2) return 1;
     }
     const explorer_agent* me = &env->agents[self];
     for (int j = 0; j < EXPLORER_AGENTS; j++) {
@@ -477,8 +502,21 @@ static void explorer_add_wall(explorer_plan* plan, shoal_rng* rng, float x0, flo
     plan->wall_y0[w] = y0;
     plan->wall_ex[w] = x1 - x0;
     plan->wall_ey[w] = y1 - y0;
-    plan->wall_inv_len2[w] = 1.0f / ((x1 - x0) * (x1 - x0) + (y1 - y0) * (y1 - y0));
-    plan->wall_colour[w] = (int32_t)shoal_rng_below(rng, EXPLORER_COLOURS);
+    const int32_t colour = (int32_t)shoal_rng_below(rng, EXPLORER_COLOURS);
+    plan->wall_colour[w] = colour;
+    if (x0 == x1) {
+        const int v = plan->num_vwalls++;
+        plan->vwall_x[v] = x0;
+        plan->vwall_lo[v] = fminf(y0, y1);
+        plan->vwall_hi[v] = fmaxf(y0, y1);
+        plan->vwall_colour[v] = colour;
+    } else { /* the generator makes axis-aligned walls only */
+        const int h = plan->num_hwalls++;
+        plan->hwall_y[h] = y0;
+        plan->hwall_lo[h] = fminf(x0, x1);
+        plan->hwall_hi[h] = fmaxf(x0, x1);
+        plan->hwall_colour[h] = colour;
+    }
 }
 
 /* Binary space partition of the rectangle into rooms. A split puts a wall
@@ -528,7 +566,7 @@ static void explorer_build_assets(void) {
         explorer_plan* plan = &assets->plans[p];
         shoal_rng rng;
         shoal_rng_seed(&rng, 0xF100D0000ULL + (uint64_t)p);
-        plan->num_walls = 0;
+        plan->num_walls = plan->num_vwalls = plan->num_hwalls = 0;
         plan->num_rooms = 0;
         const float m = (float)EXPLORER_MAP;
         explorer_add_wall(plan, &rng, 0.0f, 0.0f, m, 0.0f);
@@ -547,6 +585,8 @@ static void explorer_build_assets(void) {
             const double angle = heading + EXPLORER_FOV * (0.5 - (r + 0.5) / EXPLORER_RAYS);
             assets->ray_dx[h][r] = (float)cos(angle);
             assets->ray_dy[h][r] = (float)sin(angle);
+            assets->ray_inv_dx[h][r] = (float)(1.0 / cos(angle));
+            assets->ray_inv_dy[h][r] = (float)(1.0 / sin(angle));
         }
     }
     explorer_assets_ready = 1;
