@@ -13,7 +13,7 @@ cdef extern from *:
     ctypedef struct agent_t "explorer_agent":
         float x, y
         int32_t heading, active
-        float goal_x, goal_y
+        float goal_x, goal_y, goal_dist
         int32_t goals_reached, seen_count
     ctypedef struct env_t "explorer_env":
         agent_t agents[4]
@@ -143,3 +143,15 @@ def floorplan(int plan_id):
     rooms = np.array([(plan.room_x0[r], plan.room_y0[r], plan.room_x1[r], plan.room_y1[r])
                       for r in range(plan.num_rooms)], np.float64)
     return walls, colours, rooms
+
+
+def set_goal(env_states, Py_ssize_t env, int agent, float x, float y):
+    """Test hook: move agent `agent`'s goal in env `env` of a pool's
+    env_states to (x, y) (the distance baseline follows, so no reward jump)."""
+    if not 0 <= agent < AGENTS:
+        raise ValueError(f"agent must be in [0, {AGENTS})")
+    cdef env_t* e = (<env_t*>_address(env_states, np.uint8, (env + 1) * sizeof(env_t))) + env
+    cdef agent_t* ag = &e.agents[agent]
+    ag.goal_x = x
+    ag.goal_y = y
+    ag.goal_dist = ((ag.x - x) ** 2 + (ag.y - y) ** 2) ** 0.5
