@@ -460,7 +460,8 @@ SHOAL_FN int explorer_step(explorer_env* env, const int32_t* act, float* obs, fl
 /* ---- scripted policy (for tests and baselines) ---------------------------
  * From one obs row: if a ray hit lies in the corridor the body would sweep
  * over the next few steps, stop and turn toward the more open half of the
- * view; otherwise go forward, PointGoal turning toward the goal. Rows of
+ * view (or on the way it already turns); otherwise go forward, PointGoal
+ * turning toward the goal. Rows of
  * absent agents (all zero) get a harmless action. */
 #define EXPLORER_LOOKAHEAD 0.7f
 #define EXPLORER_CORRIDOR (EXPLORER_RADIUS + 0.05f)
@@ -476,8 +477,11 @@ SHOAL_FN void explorer_heuristic(const float* obs, int32_t* act) {
         else right += d;
     }
     if (blocked) {
+        /* Keep turning the way we already turn (obs[65]): choosing afresh
+         * each step can dither left-right forever in a corner. */
+        const float last_turn = obs[EXPLORER_OBS_TURN];
         act[0] = 0;
-        act[1] = left >= right ? 1 : 2;
+        act[1] = last_turn > 0.0f ? 1 : last_turn < 0.0f ? 2 : left >= right ? 1 : 2;
         return;
     }
     act[0] = 1;
