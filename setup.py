@@ -5,6 +5,7 @@ setuptools' package_dir installs them under the one import root `shoal`
 (`pool` and `envs` are taken on PyPI). No GPU and no nvcc are needed: CUDA
 kernels are compiled on first use by shoal's CUDA backend.
 """
+import glob
 import os
 
 import numpy
@@ -38,8 +39,10 @@ extensions = [
         [f"envs/{name}/binding.pyx"],
         include_dirs=["envs", numpy.get_include()],
         extra_compile_args=C_FLAGS,
-        depends=[f"envs/{name}/{name}.h", "envs/shoal_env.h", "envs/shoal_vec.h",
-                 "envs/vec_binding.pxi", "envs/shoal_block.h"],
+        # Any header or pxi of any env folder: one env may include another's
+        # (explorer_pointgoal builds on envs/explorer/).
+        depends=sorted(glob.glob("envs/*.h") + glob.glob("envs/*.pxi")
+                       + glob.glob("envs/*/*.h") + glob.glob("envs/*/*.pxi")),
     )
     for name in ENVS
 ]
@@ -50,7 +53,7 @@ setup(
     package_data={
         "shoal.envs": ["*.h", "*.pxi"],
         "shoal.configs": ["*.ini"],
-        **{f"shoal.envs.{name}": ["*.h", "*.pyx", "*.cu"] for name in ENVS},
+        **{f"shoal.envs.{name}": ["*.h", "*.pyx", "*.pxi", "*.cu"] for name in ENVS},
         "shoal.pool": ["*.h", "*.pyx"],
     },
     ext_modules=cythonize(

@@ -61,9 +61,14 @@ def names() -> list[str]:
     return sorted(importlib.import_module(m).SPEC.name for m in _REGISTRY.values())
 
 
+def _key(name: str) -> str:
+    return name.lower().replace("_", "").replace("-", "")
+
+
 def spec(name: str) -> EnvSpec:
-    """The spec of env `name` (case-insensitive: "CartPole", "cartpole")."""
-    key = name.lower()
-    if key not in _REGISTRY:
+    """The spec of env `name`: its SPEC.name or folder name, ignoring case,
+    "_" and "-" ("CartPole", "cartpole"; "ExplorerPointGoal", "explorer_pointgoal")."""
+    by_key = {_key(folder): module for folder, module in _REGISTRY.items()}
+    if _key(name) not in by_key:
         raise ValueError(f"unknown env {name!r}; shoal has: {', '.join(names())}")
-    return importlib.import_module(_REGISTRY[key]).SPEC
+    return importlib.import_module(by_key[_key(name)]).SPEC

@@ -22,7 +22,7 @@ import numpy as np
 
 ROWS_PER_STEP = 8192
 TABLE_ROWS = 8
-TARGETS_PER_CORE = {"snake": 10e6, "drive": 1e6, "explorer": 1e6}
+TARGETS_PER_CORE = {"snake": 10e6, "drive": 1e6, "explorer": 1e6, "explorerpointgoal": 1e6}
 
 
 def _actions(spec, binding, rows: int, seed: int = 0) -> np.ndarray:

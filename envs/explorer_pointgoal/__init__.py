@@ -2,4 +2,4 @@
 EXPLORER_TASK = PointGoal (see explorer_pointgoal.h)."""
 from shoal.envs.explorer import make_spec
 
-SPEC = make_spec("PointGoal", "Explorer_PointGoal", "shoal.envs.explorer_pointgoal.binding")
+SPEC = make_spec("PointGoal", "ExplorerPointGoal", "shoal.envs.explorer_pointgoal.binding")
