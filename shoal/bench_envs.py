@@ -4,7 +4,9 @@ For each env (one row per agent; multi-agent envs count every agent row):
 
   C loop, 1 core     the env's vector loop in nogil C calls (`Block.run_steps`),
                      NEXT_STEP autoreset on: the env's own cost per agent-step.
-  Serial, 1 core     shoal's Serial pool, pool.step in a Python loop.
+  Serial, 1 core     shoal's Serial pool, pool.step in a Python loop; also
+                     counted in live agent-steps (rows with mask true), the
+                     measure the targets are checked on.
   processes          shoal's Multiprocessing pool on all available cores; the
                      table also gives its rate per core.
 
@@ -74,7 +76,10 @@ def bench_c_loop(spec, num_envs: int, seconds: float, warmup: float, repeats: in
 
 
 def bench_pool(spec, num_envs: int, backend: str, seconds: float, warmup: float,
-               repeats: int) -> list[float]:
+               repeats: int, live_only: bool = False) -> list[float]:
+    """Agent-steps/s of pool.step; live_only counts only rows whose agent is
+    present (mask true) after the step, e.g. Drive's agents that have not
+    crashed or arrived yet."""
     import shoal
 
     pool = shoal.make(spec.name, num_envs, backend=backend, seed=0)
@@ -85,7 +90,7 @@ def bench_pool(spec, num_envs: int, backend: str, seconds: float, warmup: float,
 
         def step():
             pool.step(table[next(counter) % TABLE_ROWS])
-            return pool.num_rows
+            return int(np.count_nonzero(pool.masks)) if live_only else pool.num_rows
 
         return _rate(step, seconds, warmup, repeats)
     finally:
@@ -104,9 +109,9 @@ def run(seconds: float, warmup: float, repeats: int, cores: int, envs: list[str]
              f"- one row per agent; random pre-sampled actions; pools reset with seed 0; "
              f"~{ROWS_PER_STEP} agent rows per step; median of {repeats} runs of {seconds} s",
              "",
-             "| env | agents/env | num_envs | C loop, 1 core | Serial, 1 core | "
+             "| env | agents/env | num_envs | C loop, 1 core | Serial, 1 core | Serial, live agents | "
              f"processes, {cores} cores | processes / core | target / core | met |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     errors = []
     for name in names:
         spec = shoal.envs.spec(name)
@@ -116,17 +121,21 @@ def run(seconds: float, warmup: float, repeats: int, cores: int, envs: list[str]
         try:
             c_loop = statistics.median(bench_c_loop(spec, num_envs, seconds, warmup, repeats))
             serial = statistics.median(bench_pool(spec, num_envs, "serial", seconds, warmup, repeats))
+            live = statistics.median(bench_pool(spec, num_envs, "serial", seconds, warmup, repeats,
+                                                live_only=True))
             procs = statistics.median(bench_pool(spec, num_envs, "multiprocessing", seconds, warmup, repeats))
         except Exception as e:  # one env failing must not hide the others
             errors.append(f"{spec.name}: {type(e).__name__}: {e}")
             continue
         target = TARGETS_PER_CORE.get(name)
         per_core = procs / cores
-        met = "-" if target is None else ("yes" if serial >= target else "no")
-        lines.append(f"| {spec.name} | {spec.agents} | {num_envs} | {_fmt(c_loop)} | {_fmt(serial)} | "
+        met = "-" if target is None else ("yes" if live >= target else "no")
+        lines.append(f"| {spec.name} | {spec.agents} | {num_envs} | {_fmt(c_loop)} | {_fmt(serial)} | {_fmt(live)} | "
                      f"{_fmt(procs)} | {_fmt(per_core)} | {_fmt(target) if target else '-'} | {met} |")
-    lines += ["", "\"met\": Serial, one process on one core, reaches the per-core target; "
-              "processes / core is lower where the pool's parent shares the cores with its workers."]
+    lines += ["", "Agent-steps count every agent row; \"live agents\" counts only rows whose agent is "
+              "present after the step (Drive's cars leave when they crash or arrive, and random "
+              "actions crash most of them early). \"met\": Serial, one process on one core, reaches "
+              "the per-core target in live agent-steps."]
     return lines, errors
 
 
