@@ -83,15 +83,18 @@ def play(env: str, steps: int = 200, seed: int = 0, policy: str = "random", inde
     nvec = np.asarray(pool.spec.action_nvec)
     frames = []
     try:
-        pool.reset(seed=seed)
+        obs, _ = pool.reset(seed=seed)
         frames.append(frame(pool, index))
         actions = np.zeros(pool.action_space.shape, dtype=binding.ACT_DTYPE)
+        from_obs = getattr(binding, "HEURISTIC_INPUT", "env_states") == "obs"
         for _ in range(steps):
-            if policy == "heuristic":
+            if policy == "heuristic" and from_obs:  # a policy over observations
+                binding.heuristic_actions(obs, actions)
+            elif policy == "heuristic":  # a scripted policy reading the env's state
                 binding.heuristic_actions(pool._buffers.env_states, 1, actions)
             else:
                 actions[...] = rng.integers(0, nvec, size=(pool.num_rows, len(nvec))).reshape(actions.shape)
-            pool.step(actions)
+            obs, *_ = pool.step(actions)
             frames.append(frame(pool, index))
     finally:
         pool.close()

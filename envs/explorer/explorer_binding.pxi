@@ -99,6 +99,9 @@ def render_text(env_bytes):
     return "\n".join(head) + "\n" + bytes(buf[:n]).decode("ascii")
 
 
+HEURISTIC_INPUT = "obs"  # heuristic_actions reads observations, not env states (shoal.render.play)
+
+
 def heuristic_actions(obs, out_actions):
     """Scripted policy on obs rows (rows, OBS_SIZE) float32 into out_actions
     (rows, 2) int32: forward, turn toward the goal (PointGoal), turn toward
