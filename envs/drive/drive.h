@@ -19,7 +19,8 @@
  *
  * Agents. DRIVE_AGENTS rows per env (32). Reset picks a map from the env's
  * RNG, draws how many agents to spawn (A/2 .. A) and how many of them are
- * traffic (0 .. n/4); rows [0, num_controlled) are controlled by the
+ * traffic (0 .. n/4; or all but the first DRIVE_CONTROLLED when that build
+ * option is set); rows [0, num_controlled) are controlled by the
  * learner, the next rows are traffic driven by the built-in lane follower
  * (drive_heuristic_action: pure pursuit on its lane, brakes for agents
  * ahead). Traffic rows always have mask 0 (they are not the learner's) but
@@ -64,6 +65,9 @@
 
 /* ---- sizes and constants ------------------------------------------------ */
 #define DRIVE_AGENTS 32
+#ifndef DRIVE_CONTROLLED           /* config (-DDRIVE_CONTROLLED=k when building): */
+#define DRIVE_CONTROLLED 0         /* 0: each reset draws 0..n/4 of the n spawned agents as */
+#endif                             /* traffic; k > 0: the first k spawned are controlled */
 #define DRIVE_MAX_STEPS 200
 #define DRIVE_NUM_MAPS 6
 
@@ -374,7 +378,9 @@ SHOAL_FN void drive_reset(drive_env* env, float* obs, uint8_t* mask) {
     env->steps = 0;
     const drive_map* map = &DRIVE_ASSETS->maps[env->map_id];
     const int wanted = DRIVE_AGENTS / 2 + (int)shoal_rng_below(&env->rng, DRIVE_AGENTS / 2 + 1);
-    const int traffic = (int)shoal_rng_below(&env->rng, (uint32_t)(wanted / 4 + 1));
+    const int traffic = DRIVE_CONTROLLED > 0
+        ? (wanted > DRIVE_CONTROLLED ? wanted - DRIVE_CONTROLLED : 0)
+        : (int)shoal_rng_below(&env->rng, (uint32_t)(wanted / 4 + 1));
     for (int a = 0; a < DRIVE_AGENTS; a++) {
         drive_agent* ag = &env->agents[a];
         for (unsigned b = 0; b < sizeof(drive_agent); b++) ((uint8_t*)ag)[b] = 0;
