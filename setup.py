@@ -51,7 +51,7 @@ setup(
     packages=list(PACKAGE_DIR),
     package_dir=PACKAGE_DIR,
     package_data={
-        "shoal.envs": ["*.h", "*.pxi"],
+        "shoal.envs": ["*.h", "*.pxi", "*.cuh", "*.cpp"],
         "shoal.configs": ["*.ini"],
         **{f"shoal.envs.{name}": ["*.h", "*.pyx", "*.pxi", "*.cu"] for name in ENVS},
         "shoal.pool": ["*.h", "*.pyx"],

@@ -60,6 +60,8 @@ cdef extern from *:
         const act_t* act, obs_t* obs, float* rew, uint8_t* term, uint8_t* trunc,
         uint8_t* mask, obs_t* final_obs, int mode) noexcept nogil
     void drive_build_assets() noexcept nogil
+    const char* drive_assets_address "((const char*)&drive_assets_host)"
+    size_t DRIVE_ASSETS_BYTES "sizeof(drive_assets)"
     void drive_render_rgb(const env_t* env, uint8_t* out, int h, int w) noexcept nogil
     int drive_render_text(const env_t* env, char* buf, int cap) noexcept nogil
     void drive_heuristic_block(const env_t* envs, int64_t n, int32_t* out) noexcept nogil
@@ -80,6 +82,14 @@ STEER_GRID = STEER_BINS      # action = steer_bin * ACCEL_GRID + accel_bin
 ACCEL_GRID = ACCEL_BINS
 TEXT_SHAPE = (TEXT_ROWS, TEXT_COLS)
 MAP_NAMES = tuple(drive_map_name(m).decode() for m in range(NUM_MAPS))
+
+
+def assets_bytes():
+    """The shared maps (the C drive_assets struct) as bytes, built on this
+    host; the CUDA backend uploads them once per GPU."""
+    return drive_assets_address[:DRIVE_ASSETS_BYTES]
+
+
 AGENT_FIELDS = ("x", "y", "heading", "speed", "status", "controlled", "on_road", "lane")
 
 

@@ -51,6 +51,8 @@ cdef extern from *:
         uint8_t* mask, obs_t* final_obs, int mode) noexcept nogil
     void explorer_build_assets() noexcept nogil
     const plan_t* explorer_plan_ptr "(explorer_assets_host.plans)"
+    const char* explorer_assets_address "((const char*)&explorer_assets_host)"
+    size_t EXPLORER_ASSETS_BYTES "sizeof(explorer_assets)"
     void explorer_heuristic(const float* obs, int32_t* act) noexcept nogil
     void explorer_render_rgb(const env_t* env, uint8_t* out) noexcept nogil
     int explorer_render_text(const env_t* env, char* buf, int cap) noexcept nogil
@@ -66,6 +68,13 @@ MAP = MAP_SIZE
 AGENT_RADIUS = RADIUS
 RAY_RANGE = RANGE
 RENDER_SHAPE = (RENDER_H, RENDER_W)
+
+
+def assets_bytes():
+    """The shared assets (the C explorer_assets struct: floorplans and
+    direction tables) as bytes, built on this host; the CUDA backend uploads
+    them once per GPU."""
+    return explorer_assets_address[:EXPLORER_ASSETS_BYTES]
 
 
 cdef const env_t* _env_of(object env_bytes) except NULL:
