@@ -81,6 +81,38 @@ def plan_blocks(num_envs: int, batch_size: int, num_workers: int) -> list[list[t
     return plan
 
 
+def fill_reset_requests(seed, requests: np.ndarray, seeds: np.ndarray) -> None:
+    """The seed rule of a reset, written into per-env `requests` (uint8:
+    RESET or RESEED) and `seeds` (uint64): None keeps each env's RNG going
+    (RESET); an int s gives env i the seed s + i; a sequence gives one seed
+    (or None) per env. Shared by the pools and the CUDA backend."""
+    n = len(requests)
+    if seed is None:
+        requests[:] = RESET
+        return
+    if isinstance(seed, bool) or isinstance(seed, (float, str, bytes)):
+        raise ValueError(f"seed must be None, an int or a sequence of ints, got {seed!r}")
+    if isinstance(seed, (int, np.integer)):
+        seed = int(seed)
+        if seed < 0 or seed + n - 1 >= 2**64:
+            raise ValueError(f"seed must be an int in [0, 2**64 - num_envs], got {seed}")
+        seeds[:] = np.arange(n, dtype=np.uint64) + np.uint64(seed)
+        requests[:] = RESEED
+        return
+    seed_list = list(seed)
+    if len(seed_list) != n:
+        raise ValueError(f"seed must be None, an int or a sequence of {n} ints/None, "
+                         f"got a sequence of length {len(seed_list)}")
+    for i, s in enumerate(seed_list):
+        if s is None:
+            requests[i] = RESET
+        elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and 0 <= s < 2**64:
+            seeds[i] = int(s)
+            requests[i] = RESEED
+        else:
+            raise ValueError(f"seed[{i}] must be None or an int in [0, 2**64), got {s!r}")
+
+
 class NativePool:
     """Shared logic of the Serial and Multiprocessing pools (see module doc).
 
@@ -198,32 +230,7 @@ class NativePool:
     # ---- seeds and reset --------------------------------------------------------
     def _set_seeds(self, seed) -> None:
         """Fill reset_requests / seeds for a reset with `seed` (see reset)."""
-        b = self._buffers
-        n = self.num_envs
-        if seed is None:
-            b.reset_requests[:] = RESET
-            return
-        if isinstance(seed, bool) or isinstance(seed, (float, str, bytes)):
-            raise ValueError(f"seed must be None, an int or a sequence of ints, got {seed!r}")
-        if isinstance(seed, (int, np.integer)):
-            seed = int(seed)
-            if seed < 0 or seed + n - 1 >= 2**64:
-                raise ValueError(f"seed must be an int in [0, 2**64 - num_envs], got {seed}")
-            b.seeds[:] = np.arange(n, dtype=np.uint64) + np.uint64(seed)
-            b.reset_requests[:] = RESEED
-            return
-        seeds = list(seed)
-        if len(seeds) != n:
-            raise ValueError(f"seed must be None, an int or a sequence of {n} ints/None, "
-                             f"got a sequence of length {len(seeds)}")
-        for i, s in enumerate(seeds):
-            if s is None:
-                b.reset_requests[i] = RESET
-            elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and 0 <= s < 2**64:
-                b.seeds[i] = int(s)
-                b.reset_requests[i] = RESEED
-            else:
-                raise ValueError(f"seed[{i}] must be None or an int in [0, 2**64), got {s!r}")
+        fill_reset_requests(seed, self._buffers.reset_requests, self._buffers.seeds)
 
     def reset(self, *, seed=None, options: dict | None = None):
         """Reset envs and return (obs, info) for all rows.

@@ -1,0 +1,374 @@
+"""shoal.cuda: the CUDA backend, the same env headers run as GPU kernels.
+
+    from shoal.cuda import CudaVecEnv
+    env = CudaVecEnv("CartPole", num_envs=1 << 20, device="cuda", seed=0)
+    obs, info = env.reset(seed=0)
+    obs, rewards, terminals, truncations, info = env.step(actions)   # actions: a device tensor
+
+Every array is a torch tensor on `device`, allocated once and updated in
+place by each call (like the pool's numpy views: copy to keep). Rows are
+agents, env i owning rows i*agents .. (i+1)*agents - 1; `masks` says which
+rows hold a live agent.
+
+device="cuda" (or "cuda:k"): each env's kernel is envs/<env>/kernel.cu, the
+env header run through shoal_vec.h's P_slot_step / P_slot_reset with one
+thread per env (envs/shoal_kernel.cuh), so step logic, seeds and autoreset
+are the Cython loop's. It is compiled on first use with torch's extension
+loader (nvcc, -O3 -fmad=false so float math rounds as on the CPU) and cached
+in torch's extension folder. Shared read-only assets (Drive's maps,
+Explorer's floorplans) are built on the host by the Cython binding and
+uploaded once per GPU.
+
+device="cpu": the same object over a Serial pool (the Cython loop), its numpy
+buffers shared zero-copy as CPU tensors; this is how the API is tested on
+machines without a GPU.
+
+Importing shoal never imports this module; importing this module needs torch
+but neither nvcc nor a GPU.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+import shoal.envs
+from shoal.envs import EnvSpec, spec as lookup_spec
+from shoal.pool.layout import EPISODE_DTYPE, KEEP
+from shoal.pool.native import Serial, _MODE_CODES, fill_reset_requests, parse_autoreset_mode
+
+ENVS_DIR = Path(shoal.envs.__file__).parent
+# nvcc flags of every kernel. -fmad=false: no fused multiply-adds, so float
+# envs round like the host build (the determinism invariant, DESIGN.md).
+CUDA_FLAGS = ["-O3", "-fmad=false"]
+CXX_FLAGS = ["-O3"]
+
+_kernels: dict[str, object] = {}            # env folder -> loaded extension
+_assets: dict[tuple[str, int], torch.Tensor] = {}   # (env folder, GPU index) -> assets on it
+_lock = threading.Lock()
+
+
+def env_folder(spec: EnvSpec) -> str:
+    """The env's folder under envs/ (also its C prefix): 'cartpole', 'explorer_pointgoal'."""
+    return spec.binding.split(".")[-2]
+
+
+def kernel_sources(folder: str) -> list[Path]:
+    """What one env's extension is built from: its kernel.cu and the pybind face."""
+    return [ENVS_DIR / folder / "kernel.cu", ENVS_DIR / "shoal_kernel_binding.cpp"]
+
+
+def _headers_digest() -> str:
+    """Hash of every header and kernel source: part of the build flags, so an
+    edited env header rebuilds the cached extension."""
+    h = hashlib.sha1()
+    for path in sorted(ENVS_DIR.glob("*.h")) + sorted(ENVS_DIR.glob("*.cuh")) \
+            + sorted(ENVS_DIR.glob("*/*.h")) + sorted(ENVS_DIR.glob("*/kernel.cu")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def find_nvcc() -> str | None:
+    """nvcc of the CUDA toolkit torch would use (CUDA_HOME), else on PATH."""
+    from torch.utils.cpp_extension import CUDA_HOME
+    if CUDA_HOME and os.path.exists(os.path.join(CUDA_HOME, "bin", "nvcc")):
+        return os.path.join(CUDA_HOME, "bin", "nvcc")
+    return shutil.which("nvcc")
+
+
+def load_kernel(env: str | EnvSpec, verbose: bool = False):
+    """The compiled CUDA kernel module of `env`, built on first use (cached by
+    torch in its extension folder, TORCH_EXTENSIONS_DIR) and loaded once per
+    process."""
+    spec = lookup_spec(env) if isinstance(env, str) else env
+    folder = env_folder(spec)
+    with _lock:
+        if folder in _kernels:
+            return _kernels[folder]
+        if find_nvcc() is None:
+            raise RuntimeError(
+                f"shoal's CUDA backend compiles the {spec.name} kernel with nvcc on first use, "
+                f"and no CUDA toolkit was found: install one and set CUDA_HOME or put nvcc on PATH")
+        if torch.version.cuda is None:
+            raise RuntimeError(f"torch {torch.__version__} is a CPU-only build: the CUDA backend "
+                               f"needs a CUDA build of torch")
+        from torch.utils.cpp_extension import load
+        module = load(
+            name=f"shoal_{folder}_kernel",
+            sources=[str(p) for p in kernel_sources(folder)],
+            extra_include_paths=[str(ENVS_DIR)],
+            extra_cflags=CXX_FLAGS + [f"-DSHOAL_KERNEL_ENV={folder}"],
+            extra_cuda_cflags=CUDA_FLAGS + [f"-DSHOAL_HEADERS_DIGEST={_headers_digest()}"],
+            verbose=verbose,
+        )
+        binding = spec.load_binding()
+        if module.ENV_BYTES != binding.ENV_BYTES:
+            raise RuntimeError(f"{spec.name}: the env struct is {module.ENV_BYTES} bytes in the "
+                               f"CUDA build but {binding.ENV_BYTES} in the Cython build")
+        _kernels[folder] = module
+        return module
+
+
+def _upload_assets(spec: EnvSpec, module, device: torch.device) -> None:
+    """Copy the env's host-built assets to `device` once and point the
+    kernel's __device__ assets pointer there (envs without assets: nothing)."""
+    if module.ASSETS_BYTES == 0:
+        return
+    key = (env_folder(spec), device.index)
+    with _lock:
+        if key in _assets:
+            return
+        host = spec.load_binding().assets_bytes()
+        if len(host) != module.ASSETS_BYTES:
+            raise RuntimeError(f"{spec.name}: assets are {len(host)} bytes on the host but "
+                               f"{module.ASSETS_BYTES} in the CUDA build")
+        on_device = torch.frombuffer(bytearray(host), dtype=torch.uint8).to(device)
+        with torch.cuda.device(device):
+            torch.cuda.synchronize(device)
+            module.set_assets(on_device.data_ptr(), len(host))
+        _assets[key] = on_device   # kept alive for the life of the process
+
+
+def _cuda_device(device: torch.device) -> torch.device:
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            f"CudaVecEnv(device={str(device)!r}): no CUDA device is available "
+            f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); "
+            f"use device='cpu' to run the same API on the Cython loop")
+    index = torch.cuda.current_device() if device.index is None else device.index
+    if not 0 <= index < torch.cuda.device_count():
+        raise RuntimeError(f"no CUDA device {index}: this machine has {torch.cuda.device_count()}")
+    return torch.device("cuda", index)
+
+
+_TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.uint8): torch.uint8,
+                 np.dtype(np.int32): torch.int32, np.dtype(np.int8): torch.int8,
+                 np.dtype(np.int16): torch.int16, np.dtype(np.float64): torch.float64}
+
+
+class CudaVecEnv:
+    """A vector env of a first-party shoal env whose arrays are torch tensors.
+
+    Args:
+        env: env name ("CartPole") or EnvSpec.
+        num_envs: number of envs; there are num_envs * agents rows.
+        device: "cuda", "cuda:k" (the CUDA kernels) or "cpu" (the Cython loop).
+        autoreset_mode: NEXT_STEP (default), SAME_STEP or DISABLED, as the pool.
+        seed: seeds every env at construction (env i: seed + i), as the pool.
+        check_actions: validate action range every step. On the GPU this
+            costs a device-to-host sync per step; turn it off for benchmarks
+            (out-of-range actions are then the env header's business).
+
+    Attributes (tensors on `device`, updated in place): obs, rewards,
+    terminals, truncations, masks, env_states (raw env structs, uint8),
+    episodes (raw episode bookkeeping, uint8, EPISODE_DTYPE per env) and, in
+    SAME_STEP mode, final_obs. env_states and episodes have the same bytes on
+    both devices, so copying them from one CudaVecEnv to another (cpu to
+    cuda) moves every env to the same state.
+    """
+
+    def __init__(self, env: str | EnvSpec, num_envs: int, *, device="cuda",
+                 autoreset_mode=AutoresetMode.NEXT_STEP, seed: int | None = None,
+                 check_actions: bool = True):
+        self.closed = True
+        self.spec = lookup_spec(env) if isinstance(env, str) else env
+        if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        self.num_envs = int(num_envs)
+        self.agents = self.spec.agents
+        self.num_rows = self.num_envs * self.agents
+        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
+        self.metadata = {"autoreset_mode": self.autoreset_mode}
+        self.check_actions = check_actions
+        self.single_observation_space = self.spec.single_observation_space
+        self.single_action_space = self.spec.single_action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_rows)
+        self.action_space = batch_space(self.single_action_space, self.num_rows)
+        self._nvec = torch.tensor(self.spec.action_nvec, dtype=torch.int64)
+        self._mode = _MODE_CODES[self.autoreset_mode]
+        device = torch.device(device)
+        if device.type == "cpu":
+            self.device = device
+            self._init_cpu(seed)
+        elif device.type == "cuda":
+            self.device = _cuda_device(device)
+            self._init_cuda(seed)
+        else:
+            raise ValueError(f"device must be 'cpu' or 'cuda[:k]', got {str(device)!r}")
+
+    # ---- construction ----------------------------------------------------------
+    def _init_cpu(self, seed) -> None:
+        self._pool = Serial(self.spec, self.num_envs, autoreset_mode=self.autoreset_mode, seed=seed)
+        b = self._pool._buffers
+        self.obs = torch.from_numpy(b.obs)
+        self.rewards = torch.from_numpy(b.rewards)
+        self.terminals = torch.from_numpy(b.terminals)
+        self.truncations = torch.from_numpy(b.truncations)
+        self.masks = torch.from_numpy(b.masks)
+        self.env_states = torch.from_numpy(b.env_states)
+        self.episodes = torch.from_numpy(b.episodes.view(np.uint8))
+        self.final_obs = torch.from_numpy(b.final_obs)
+        self.actions = torch.from_numpy(b.actions)
+        self._final_mask = torch.zeros(self.num_rows, dtype=torch.bool)
+        self.closed = False
+
+    def _init_cuda(self, seed) -> None:
+        self._pool = None
+        self._kernel = load_kernel(self.spec)
+        _upload_assets(self.spec, self._kernel, self.device)
+        binding = self.spec.load_binding()
+        dev, n, rows = self.device, self.num_envs, self.num_rows
+        obs_dtype = _TORCH_DTYPES[np.dtype(self.spec.obs_dtype)]
+        act_cols = () if self.spec.discrete_action and len(self.spec.action_nvec) == 1 \
+            else (len(self.spec.action_nvec),)
+        self.env_states = torch.zeros(n * binding.ENV_BYTES, dtype=torch.uint8, device=dev)
+        self.episodes = torch.zeros(n * EPISODE_DTYPE.itemsize, dtype=torch.uint8, device=dev)
+        self.actions = torch.zeros((rows, *act_cols), dtype=torch.int32, device=dev)
+        self.obs = torch.zeros((rows, *self.spec.obs_shape), dtype=obs_dtype, device=dev)
+        keep_final = self.autoreset_mode == AutoresetMode.SAME_STEP
+        self.final_obs = torch.zeros_like(self.obs) if keep_final else None
+        self.rewards = torch.zeros(rows, dtype=torch.float32, device=dev)
+        self.terminals = torch.zeros(rows, dtype=torch.bool, device=dev)
+        self.truncations = torch.zeros(rows, dtype=torch.bool, device=dev)
+        self.masks = torch.zeros(rows, dtype=torch.bool, device=dev)
+        self._final_mask = torch.zeros(rows, dtype=torch.bool, device=dev)
+        # host side of a reset: per-env requests and seeds, as the pool's
+        self._requests = np.zeros(n, np.uint8)
+        self._seeds = np.zeros(n, np.uint64)
+        self._requests_dev = torch.zeros(n, dtype=torch.uint8, device=dev)
+        self._seeds_dev = torch.zeros(n, dtype=torch.int64, device=dev)  # uint64 bits
+        self._seen = np.zeros(n, dtype=[("finished", np.int64), ("return_sum", np.float64),
+                                        ("length_sum", np.int64)])
+        self.closed = False
+        if seed is None:
+            seed = int(np.random.SeedSequence().entropy % (2**63))
+        self.reset(seed=seed)
+
+    # ---- the API ---------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("this CudaVecEnv is closed")
+
+    def _stream(self) -> int:
+        return torch.cuda.current_stream(self.device).cuda_stream
+
+    def reset(self, *, seed=None, options: dict | None = None):
+        """Reset envs; returns (obs, info). Same rules as the pool: seed None
+        keeps each env's RNG going, int s gives env i the seed s + i, a
+        sequence one seed (or None) per env; options["reset_mask"] (bool,
+        (num_envs,), numpy or tensor) resets only those envs."""
+        self._check_open()
+        mask = None
+        if options and "reset_mask" in options:
+            m = options["reset_mask"]
+            mask = m.detach().cpu().numpy() if isinstance(m, torch.Tensor) else np.asarray(m)
+            if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+                raise ValueError(f"options['reset_mask'] must be a bool array of shape "
+                                 f"({self.num_envs},), got {mask.dtype} {mask.shape}")
+        if self._pool is not None:
+            self._pool.reset(seed=seed, options=None if mask is None else {"reset_mask": mask})
+            return self.obs, {}
+        fill_reset_requests(seed, self._requests, self._seeds)
+        if mask is not None:
+            self._requests[~mask] = KEEP
+        self._requests_dev.copy_(torch.from_numpy(self._requests))
+        self._seeds_dev.copy_(torch.from_numpy(self._seeds.view(np.int64)))
+        with torch.cuda.device(self.device):
+            self._kernel.reset(self.env_states.data_ptr(), self.episodes.data_ptr(), self.num_envs,
+                               self._requests_dev.data_ptr(), self._seeds_dev.data_ptr(),
+                               self.obs.data_ptr(), self.rewards.data_ptr(),
+                               self.terminals.data_ptr(), self.truncations.data_ptr(),
+                               self.masks.data_ptr(), self._stream())
+        return self.obs, {}
+
+    def _actions_tensor(self, actions) -> torch.Tensor:
+        """actions as an int32 tensor on the device, shaped like self.actions,
+        without a copy when it already is one."""
+        a = actions if isinstance(actions, torch.Tensor) else torch.as_tensor(np.asarray(actions))
+        if tuple(a.shape) != tuple(self.actions.shape):
+            raise ValueError(f"actions must have shape {tuple(self.actions.shape)} "
+                             f"({self.num_rows} rows x {self.single_action_space}), "
+                             f"got {tuple(a.shape)}")
+        if a.dtype.is_floating_point or a.dtype.is_complex or a.dtype == torch.bool:
+            raise ValueError(f"actions must be integers (discrete), got dtype {a.dtype}")
+        if self.check_actions:
+            nvec = self._nvec.to(a.device)
+            flat = a.reshape(self.num_rows, -1).long()
+            bad = ((flat < 0) | (flat >= nvec)).any(dim=1)
+            if bool(bad.any()):
+                row = int(bad.nonzero()[0, 0])
+                raise ValueError(f"action {a[row].tolist()} at row {row} is out of range: "
+                                 f"expected components in [0, {self.spec.action_nvec})")
+        if a.dtype == torch.int32 and a.device == self.device and a.is_contiguous():
+            return a
+        self.actions.copy_(a, non_blocking=True)
+        return self.actions
+
+    def step(self, actions):
+        """Step every env once; returns (obs, rewards, terminals, truncations,
+        info), the env's own tensors updated in place. actions: integers of
+        shape action_space.shape, ideally an int32 tensor on the device (other
+        integer tensors and arrays are copied in). SAME_STEP: info holds
+        "final_obs" (rows valid where info["_final_obs"])."""
+        self._check_open()
+        if self._pool is not None:
+            a = actions.detach().cpu().numpy() if isinstance(actions, torch.Tensor) else actions
+            self._pool.step(a)
+        else:
+            a = self._actions_tensor(actions)
+            final = self.final_obs.data_ptr() if self.final_obs is not None else 0
+            with torch.cuda.device(self.device):
+                self._kernel.step(self.env_states.data_ptr(), self.episodes.data_ptr(),
+                                  self.num_envs, a.data_ptr(), self.obs.data_ptr(),
+                                  self.rewards.data_ptr(), self.terminals.data_ptr(),
+                                  self.truncations.data_ptr(), self.masks.data_ptr(), final,
+                                  self._mode, self._stream())
+        info = {}
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            torch.logical_or(self.terminals, self.truncations, out=self._final_mask)
+            info = {"final_obs": self.final_obs, "_final_obs": self._final_mask}
+        return self.obs, self.rewards, self.terminals, self.truncations, info
+
+    def episode_stats(self) -> dict:
+        """Episodes finished since the last call: {"episodes", "mean_return",
+        "mean_length"} (means NaN if none), as the pool's. Copies the episode
+        bookkeeping to the host (a sync): call it off the hot path."""
+        self._check_open()
+        if self._pool is not None:
+            return self._pool.episode_stats()
+        eps = self.episodes.cpu().numpy().view(EPISODE_DTYPE)
+        seen = self._seen
+        count = int((eps["finished"] - seen["finished"]).sum())
+        ret = float((eps["return_sum"] - seen["return_sum"]).sum())
+        length = int((eps["length_sum"] - seen["length_sum"]).sum())
+        for name in ("finished", "return_sum", "length_sum"):
+            seen[name] = eps[name]
+        nan = float("nan")
+        return {"episodes": count, "mean_return": ret / count if count else nan,
+                "mean_length": length / count if count else nan}
+
+    def close(self) -> None:
+        """Release the pool (cpu) or the device tensors (cuda). Safe to call twice."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._pool is not None:
+            self._pool.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"CudaVecEnv({self.spec.name}, num_envs={self.num_envs}, device={str(self.device)!r}"
+                f"{', closed' if self.closed else ''})")

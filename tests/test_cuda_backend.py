@@ -1,0 +1,261 @@
+"""CudaVecEnv: its API on the CPU (everywhere) and CPU-vs-GPU parity (on a GPU).
+
+device="cpu" runs the Cython loop behind torch tensors, so the API is tested
+on every machine. The parity tests need a CUDA GPU and skip without one,
+saying so: Snake bit-exact; float envs per step from identical states within
+float32 tolerance; episode statistics of long runs.
+"""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from shoal.cuda import CudaVecEnv  # noqa: E402
+from shoal.pool import Serial  # noqa: E402
+
+ENVS = ["CartPole", "Snake", "Drive", "Explorer", "ExplorerPointGoal"]
+FLOAT_ENVS = ["CartPole", "Drive", "Explorer", "ExplorerPointGoal"]
+HAS_GPU = torch.cuda.is_available()
+needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="no CUDA GPU on this machine")
+
+
+def random_actions(env, rng):
+    nvec = np.asarray(env.spec.action_nvec)
+    shape = tuple(env.actions.shape)
+    if len(shape) == 1:
+        return rng.integers(0, nvec[0], shape).astype(np.int32)
+    return rng.integers(0, nvec, shape).astype(np.int32)
+
+
+# ---- the API, on the CPU ---------------------------------------------------------
+def test_importing_shoal_needs_neither_torch_nor_the_backend():
+    code = "import sys, shoal, shoal.pool; print('torch' in sys.modules, 'shoal.cuda' in sys.modules)"
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_cpu_device_equals_serial_pool_step_by_step(name):
+    env = CudaVecEnv(name, 6, device="cpu", seed=5)
+    pool = Serial(name, 6, seed=5)
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=11)
+    ref, _ = pool.reset(seed=11)
+    assert isinstance(obs, torch.Tensor) and obs.device.type == "cpu"
+    np.testing.assert_array_equal(obs.numpy(), ref)
+    for _ in range(60):
+        actions = random_actions(env, rng)
+        out = env.step(torch.from_numpy(actions))
+        expected = pool.step(actions)
+        for got, want in zip(out[:4], expected[:4]):
+            np.testing.assert_array_equal(got.numpy(), want)
+        np.testing.assert_array_equal(env.masks.numpy(), pool.masks)
+    assert env.episode_stats().keys() == pool.episode_stats().keys()
+    env.close()
+    env.close()
+    pool.close()
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_tensor_dtypes_and_shapes(name):
+    env = CudaVecEnv(name, 3, device="cpu", seed=0)
+    rows = 3 * env.spec.agents
+    assert env.obs.shape == (rows, *env.spec.obs_shape)
+    assert env.obs.dtype == {np.float32: torch.float32, np.uint8: torch.uint8}[env.spec.obs_dtype]
+    assert env.rewards.shape == (rows,) and env.rewards.dtype == torch.float32
+    for flags in (env.terminals, env.truncations, env.masks):
+        assert flags.shape == (rows,) and flags.dtype == torch.bool
+    assert env.actions.dtype == torch.int32 and env.actions.shape == env.action_space.shape
+    assert env.env_states.dtype == torch.uint8
+    assert env.episodes.numel() == 3 * 40
+
+
+def test_outputs_are_updated_in_place():
+    env = CudaVecEnv("CartPole", 4, device="cpu", seed=0)
+    obs, _ = env.reset(seed=0)
+    before = obs.clone()
+    obs2, rewards, *_ = env.step(torch.ones(4, dtype=torch.int32))
+    assert obs2.data_ptr() == obs.data_ptr() and not torch.equal(obs, before)
+    assert rewards.data_ptr() == env.rewards.data_ptr()
+
+
+def test_seed_rule_env_i_gets_seed_plus_i():
+    many = CudaVecEnv("Snake", 4, device="cpu", seed=0)
+    obs, _ = many.reset(seed=100)
+    rows = many.spec.agents
+    for i in range(4):
+        one = CudaVecEnv("Snake", 1, device="cpu", seed=0)
+        single, _ = one.reset(seed=100 + i)
+        assert torch.equal(obs[i * rows:(i + 1) * rows], single)
+
+
+def test_reset_mask_resets_only_those_envs():
+    env = CudaVecEnv("CartPole", 4, device="cpu", seed=0)
+    env.reset(seed=1)
+    for _ in range(5):
+        env.step(torch.ones(4, dtype=torch.int32))
+    before = env.obs.clone()
+    mask = torch.tensor([True, False, True, False])
+    env.reset(seed=1, options={"reset_mask": mask})
+    fresh = CudaVecEnv("CartPole", 4, device="cpu", seed=0)
+    fresh.reset(seed=1)
+    assert torch.equal(env.obs[mask], fresh.obs[mask])
+    assert torch.equal(env.obs[~mask], before[~mask])
+    with pytest.raises(ValueError, match="reset_mask"):
+        env.reset(options={"reset_mask": torch.ones(3, dtype=torch.bool)})
+
+
+def test_autoreset_modes():
+    same = CudaVecEnv("CartPole", 2, device="cpu", autoreset_mode="same_step", seed=0)
+    nxt = CudaVecEnv("CartPole", 2, device="cpu", seed=0)
+    off = CudaVecEnv("CartPole", 2, device="cpu", autoreset_mode="disabled", seed=0)
+    assert nxt.metadata["autoreset_mode"].name == "NEXT_STEP"
+    push = torch.ones(2, dtype=torch.int32)
+    ended = False
+    for _ in range(200):
+        _, _, term, trunc, info = same.step(push)
+        assert set(info) == {"final_obs", "_final_obs"}
+        if bool((term | trunc).any()):
+            ended = True
+            done = info["_final_obs"]
+            assert torch.equal(done, term | trunc)
+            assert info["final_obs"][done].abs().max() > 0.2  # the fallen pole, not a fresh start
+            assert same.obs[done].abs().max() < 0.05           # already reset
+            break
+    assert ended
+    for _ in range(30):
+        _, _, term, *_ = nxt.step(push)
+        if bool(term.any()):
+            _, reward, term2, *_ = nxt.step(push)   # the reset step
+            assert not bool(term2.any()) and float(reward.sum()) == 0.0
+            break
+    for _ in range(30):
+        off.step(push)   # stepping past a done: no error
+
+
+def test_bad_actions_are_rejected():
+    env = CudaVecEnv("CartPole", 3, device="cpu", seed=0)
+    with pytest.raises(ValueError, match="out of range"):
+        env.step(torch.tensor([0, 2, 1], dtype=torch.int32))
+    with pytest.raises(ValueError, match="shape"):
+        env.step(torch.zeros(4, dtype=torch.int32))
+    with pytest.raises(ValueError, match="integers"):
+        env.step(torch.zeros(3))
+    explorer = CudaVecEnv("Explorer", 1, device="cpu", seed=0)
+    with pytest.raises(ValueError, match="out of range"):
+        explorer.step(torch.tensor([[0, 0], [0, 3], [0, 0], [0, 0]]))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="num_envs"):
+        CudaVecEnv("CartPole", 0, device="cpu")
+    with pytest.raises(ValueError, match="device"):
+        CudaVecEnv("CartPole", 2, device="meta")
+    env = CudaVecEnv("CartPole", 2, device="cpu", seed=0)
+    env.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        env.step(torch.zeros(2, dtype=torch.int32))
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a CUDA GPU")
+def test_cuda_device_without_gpu_says_so():
+    with pytest.raises(RuntimeError, match="no CUDA device"):
+        CudaVecEnv("CartPole", 2, device="cuda")
+
+
+def test_missing_nvcc_is_a_clear_error(monkeypatch):
+    import shoal.cuda as backend
+    monkeypatch.setattr(backend, "find_nvcc", lambda: None)
+    monkeypatch.setattr(backend, "_kernels", {})
+    with pytest.raises(RuntimeError, match="nvcc"):
+        backend.load_kernel("CartPole")
+
+
+# ---- parity, on a GPU ------------------------------------------------------------
+def pair(name, num_envs, **kwargs):
+    return (CudaVecEnv(name, num_envs, device="cpu", **kwargs),
+            CudaVecEnv(name, num_envs, device="cuda", **kwargs))
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_snake_is_bit_exact_on_gpu(mode):
+    cpu, gpu = pair("Snake", 64, seed=3, autoreset_mode=mode)
+    rng = np.random.default_rng(1)
+    a, _ = cpu.reset(seed=7)
+    b, _ = gpu.reset(seed=7)
+    assert torch.equal(a, b.cpu())
+    for t in range(1500):
+        actions = random_actions(cpu, rng)
+        out_c = cpu.step(torch.from_numpy(actions))
+        out_g = gpu.step(torch.from_numpy(actions).cuda())
+        for x, y in zip(out_c[:4], out_g[:4]):
+            assert torch.equal(x, y.cpu()), f"step {t}"
+        assert torch.equal(cpu.masks, gpu.masks.cpu())
+        if mode == "same_step":
+            assert torch.equal(out_c[4]["final_obs"], out_g[4]["final_obs"].cpu())
+    assert torch.equal(cpu.env_states, gpu.env_states.cpu())
+    assert cpu.episode_stats() == gpu.episode_stats()
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", FLOAT_ENVS)
+def test_float_envs_agree_per_step_from_identical_states(name):
+    cpu, gpu = pair(name, 256, seed=2)
+    cpu.reset(seed=9)
+    rng = np.random.default_rng(2)
+    flag_mismatches = rows = 0
+    for _ in range(300):
+        gpu.env_states.copy_(cpu.env_states)     # same state on both sides
+        gpu.episodes.copy_(cpu.episodes)
+        actions = random_actions(cpu, rng)
+        obs_c, rew_c, term_c, trunc_c, _ = cpu.step(torch.from_numpy(actions))
+        obs_g, rew_g, term_g, trunc_g, _ = gpu.step(torch.from_numpy(actions).cuda())
+        torch.testing.assert_close(obs_g.cpu(), obs_c, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(rew_g.cpu(), rew_c, atol=1e-4, rtol=1e-4)
+        flag_mismatches += int((term_g.cpu() != term_c).sum() + (trunc_g.cpu() != trunc_c).sum()
+                               + (gpu.masks.cpu() != cpu.masks).sum())
+        rows += term_c.numel()
+    assert flag_mismatches <= max(1, rows // 10000)
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", ENVS)
+def test_long_run_episode_statistics_match(name):
+    num_envs = 512
+    cpu, gpu = pair(name, num_envs, seed=4)
+    cpu.reset(seed=4)
+    gpu.reset(seed=4)
+    rng = np.random.default_rng(4)
+    steps = {"CartPole": 3000, "Snake": 2000}.get(name, 1000)
+    for _ in range(steps):
+        actions = random_actions(cpu, rng)
+        cpu.step(torch.from_numpy(actions))
+        gpu.step(torch.from_numpy(actions).cuda())
+    s_cpu, s_gpu = cpu.episode_stats(), gpu.episode_stats()
+    assert s_cpu["episodes"] > 0
+    assert abs(s_gpu["episodes"] - s_cpu["episodes"]) <= 0.05 * s_cpu["episodes"] + 2
+    for key in ("mean_return", "mean_length"):
+        assert s_gpu[key] == pytest.approx(s_cpu[key], rel=0.05, abs=0.05), key
+
+
+@needs_gpu
+def test_gpu_api():
+    env = CudaVecEnv("Drive", 8, device="cuda", seed=0)
+    obs, _ = env.reset(seed=1)
+    assert obs.is_cuda and env.masks.is_cuda and env.masks.any()
+    before = obs.clone()
+    mask = torch.zeros(8, dtype=torch.bool)
+    mask[2] = True
+    for _ in range(3):
+        env.step(torch.zeros(env.actions.shape, dtype=torch.int64, device="cuda"))
+    stepped = env.obs.clone()
+    env.reset(seed=1, options={"reset_mask": mask})
+    rows = env.spec.agents
+    assert torch.equal(env.obs[2 * rows:3 * rows], before[2 * rows:3 * rows])
+    assert torch.equal(env.obs[:2 * rows], stepped[:2 * rows])
+    with pytest.raises(ValueError, match="out of range"):
+        env.step(torch.full(env.actions.shape, 99, dtype=torch.int32, device="cuda"))
