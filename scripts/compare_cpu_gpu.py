@@ -277,7 +277,7 @@ def plot(path: Path, title: str, xlabel: str, series: dict[str, list[tuple[int, 
 def compare_env(name: str, s, out: Path, log) -> list[str]:
     spec = env_spec(name)
     machine = machine_short()
-    lines = [f"## {spec.name} ({spec.agents} agent rows per env)", ""]
+    lines = [f"## {spec.name} ({spec.agents} agent row{'s' if spec.agents > 1 else ''} per env)", ""]
     png = []
 
     # 1. raw throughput

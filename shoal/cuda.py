@@ -240,6 +240,7 @@ class CudaVecEnv:
         self.truncations = torch.zeros(rows, dtype=torch.bool, device=dev)
         self.masks = torch.zeros(rows, dtype=torch.bool, device=dev)
         self._final_mask = torch.zeros(rows, dtype=torch.bool, device=dev)
+        self._nvec_dev = self._nvec.to(dev)
         # host side of a reset: per-env requests and seeds, as the pool's
         self._requests = np.zeros(n, np.uint8)
         self._seeds = np.zeros(n, np.uint64)
@@ -300,7 +301,7 @@ class CudaVecEnv:
         if a.dtype.is_floating_point or a.dtype.is_complex or a.dtype == torch.bool:
             raise ValueError(f"actions must be integers (discrete), got dtype {a.dtype}")
         if self.check_actions:
-            nvec = self._nvec.to(a.device)
+            nvec = self._nvec_dev if a.device == self.device else self._nvec.to(a.device)
             flat = a.reshape(self.num_rows, -1).long()
             bad = ((flat < 0) | (flat >= nvec)).any(dim=1)
             if bool(bad.any()):
