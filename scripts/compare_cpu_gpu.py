@@ -11,7 +11,8 @@ and PNG plots (when matplotlib is installed; markdown only otherwise):
    1 .. all cores;
 2. agent-steps/s with a policy forward pass every step (an MLP on the GPU):
    the CPU path copies obs into pinned host memory and on to the GPU
-   (non_blocking) and the actions back; the GPU path copies nothing;
+   (non_blocking) and the actions back; the GPU path copies nothing (GPU
+   batches capped at 2^21 rows, for the MLP's activations);
 3. a Waymax-style latency table: reset and step milliseconds at batch
    1, 16, 1024 and the largest, CPU vs GPU.
 
@@ -43,6 +44,7 @@ from shoal.pool import Multiprocessing, available_cores
 
 TABLE = 8          # pre-sampled action arrays, cycled
 GPU_SYNC_EVERY = 32
+POLICY_MAX_ROWS = 1 << 21   # largest policy batch (rows) on the GPU
 NO_GPU = "not measured: no GPU"
 HAS_GPU = torch.cuda.is_available()
 
@@ -322,7 +324,9 @@ def compare_env(name: str, s, out: Path, log) -> list[str]:
               f"cores, obs via pinned memory (non_blocking), actions back to the host.", "",
               "| num_envs | CPU pool + policy | GPU + policy |", "|---:|---:|---:|"]
     cpu_policy, gpu_policy = [], []
-    for n in sorted(set(policy_sizes + [p[0] for p in gpu_points[-2:]])):
+    # the MLP's activations grow with the rows: cap the GPU batch at 2^21 rows
+    gpu_policy_sizes = [n for n, _ in gpu_points if n * spec.agents <= POLICY_MAX_ROWS][-2:]
+    for n in sorted(set(policy_sizes + gpu_policy_sizes)):
         row = [f"| {n}"]
         if n in policy_sizes:
             log(f"{name}: CPU pool + policy, {n} envs")
