@@ -155,21 +155,24 @@ class Timers:
         return _Span()
 
 
-def make_pool(cfg: dict, env: str, seed: int, num_envs: int | None = None, eval_pool: bool = False):
-    vec = cfg["vec"]
-    backend = vec["backend"]
+def check_backend(backend: str) -> None:
     if backend == "cuda":
         raise ValueError("[vec] backend = cuda: the CUDA backend is not available yet in this "
                          "version of shoal; use serial or multiprocessing")
     if backend not in BACKENDS:
         raise ValueError(f"[vec] backend = {backend!r}: expected one of {', '.join(BACKENDS)}")
+
+
+def make_pool(cfg: dict, env: str, seed: int, num_envs: int | None = None, eval_pool: bool = False):
+    vec = cfg["vec"]
+    check_backend(vec["backend"])
     num_envs = num_envs or vec["num_envs"]
     if eval_pool:
         return shoal.make(env, num_envs, backend="serial", seed=seed)
     batches = vec["num_batches"]
     if batches < 1 or num_envs % batches:
         raise ValueError(f"[vec] num_batches = {batches} must divide [vec] num_envs = {num_envs}")
-    return shoal.make(env, num_envs, backend=backend, num_workers=vec["num_workers"] or None,
+    return shoal.make(env, num_envs, backend=vec["backend"], num_workers=vec["num_workers"] or None,
                       batch_size=num_envs // batches, autoreset_mode="same_step", seed=seed)
 
 
@@ -574,6 +577,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     tc, vc, pc = cfg["train"], cfg["vec"], cfg["policy"]
     env = cfg["env"]["name"]
     spec = shoal.env_spec(env)
+    check_backend(vc["backend"])
     device = resolve_device(tc["device"])
     if tc["torch_threads"] > 0:
         torch.set_num_threads(tc["torch_threads"])
