@@ -634,6 +634,12 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         def train_seconds() -> float:  # wall time, minus evaluations
             return base_seconds + time.perf_counter() - clock - timers.total["eval"]
 
+        if tc["eval_interval"] > 0 and progress["update"] == 0:  # the curve's starting point
+            last_eval = run_eval()
+            logger.log({"train_seconds": 0.0, "global_step": 0, "sps": 0.0, "episodes": 0,
+                        "eval_return": last_eval, "learning_rate": optimizer.param_groups[0]["lr"],
+                        **{f"t_{k}": 0.0 for k in ("env", "copy", "forward", "learn", "eval")}})
+
         while progress["update"] < num_updates:
             if tc["anneal_lr"]:
                 frac = 1.0 - progress["update"] / num_updates
