@@ -55,6 +55,17 @@ def _env_arg(args: list[str]) -> str | None:
     return next((a for a in args if not a.startswith("-")), None)
 
 
+def _import_train():
+    """shoal.train (torch is imported there only), or None after a clear error."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("shoal train / eval need torch: pip install torch (CPU: torch==2.13.0)", file=sys.stderr)
+        return None
+    from shoal import train
+    return train
+
+
 def _train(args: list[str]) -> int:
     import shoal.envs
     from shoal import config
@@ -106,7 +117,9 @@ def _train(args: list[str]) -> int:
     try:
         shoal.envs.spec(env)
         cfg = config.load(env, flags, extra)
-        from shoal import train
+        train = _import_train()
+        if train is None:
+            return 2
         summary = train.train(cfg, resume=resume, run_dir=run_dir)
     except (config.ConfigError, ValueError, FileNotFoundError) as e:
         print(f"shoal train: error: {e}", file=sys.stderr)
@@ -137,8 +150,11 @@ def _eval(args: list[str]) -> int:
         p.error(str(e))
     if not os.path.exists(a.checkpoint):
         p.error(f"checkpoint {a.checkpoint!r} does not exist")
-    from shoal import render, train
+    from shoal import render
 
+    train = _import_train()
+    if train is None:
+        return 2
     policy, cfg = train.policy_from_checkpoint(train.load_checkpoint(a.checkpoint))
     if shoal.envs.spec(cfg["env"]["name"]).name != spec.name:
         p.error(f"the checkpoint is for {cfg['env']['name']}, not {spec.name}")

@@ -211,8 +211,8 @@ class Rollout:
         self.initial_state = None                        # ... at the rollout's start
         self.rb = pool.batch_size * pool.agents          # rows per batch
         pool.async_reset()
-        for b in range(self.B):
-            self._receive(0, b, first=True)
+        for b in range(self.B):  # into entry T: collect() starts from there
+            self._receive(T, b, first=True)
 
     def _rows(self, b: int) -> slice:
         return slice(b * self.rb, (b + 1) * self.rb)

@@ -159,3 +159,30 @@ def test_every_env_trains(tmp_path, env, flags):
     assert summary["update"] == 2
     assert np.isfinite(summary["eval_return"])
     assert all(np.isfinite(v) for v in summary["losses"].values())
+
+
+def _row():
+    return {"train_seconds": 1.0, "global_step": 100, "sps": 100.0, "episodes": 3, "mean_return": 5.0,
+            "mean_length": 5.0, "eval_return": float("nan"), "pg_loss": 0.1, "v_loss": 0.2, "entropy": 0.6,
+            "approx_kl": 0.01, "clipfrac": 0.0, "learning_rate": 1e-3,
+            **{f"t_{k}": 0.1 for k in ("env", "copy", "forward", "learn", "eval")}}
+
+
+def test_dashboard_rich_and_plain_fallback(tmp_path, monkeypatch, capsys):
+    cfg = small("cartpole")
+    pytest.importorskip("rich")
+    cfg["train"]["dashboard"] = "rich"
+    log = train.Logger(str(tmp_path), cfg, resume=False)
+    assert log.live is not None
+    log.log(_row())
+    log.close()
+    assert "mean return" in capsys.readouterr().out
+    # Without rich: plain printed lines, and the CSV all the same.
+    monkeypatch.setitem(__import__("sys").modules, "rich.live", None)
+    log = train.Logger(str(tmp_path / "p"), cfg, resume=False) if os.makedirs(tmp_path / "p") is None else None
+    assert log.live is None and log.plain
+    log.log(_row())
+    log.close()
+    out = capsys.readouterr().out
+    assert "steps" in out and "100" in out
+    assert len((tmp_path / "p" / "log.csv").read_text().splitlines()) == 2
