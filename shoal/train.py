@@ -34,7 +34,7 @@ from collections import defaultdict
 
 import numpy as np
 import torch
-import torch.nn as nn
+from torch import nn
 
 import shoal
 from shoal import config as shoal_config
@@ -163,12 +163,11 @@ def check_backend(backend: str) -> None:
         raise ValueError(f"[vec] backend = {backend!r}: expected one of {', '.join(BACKENDS)}")
 
 
-def make_pool(cfg: dict, env: str, seed: int, num_envs: int | None = None, eval_pool: bool = False):
+def make_pool(cfg: dict, env: str, seed: int):
+    """The training pool: SAME_STEP autoreset, [vec] num_batches batches in flight."""
     vec = cfg["vec"]
     check_backend(vec["backend"])
-    num_envs = num_envs or vec["num_envs"]
-    if eval_pool:
-        return shoal.make(env, num_envs, backend="serial", seed=seed)
+    num_envs = vec["num_envs"]
     batches = vec["num_batches"]
     if batches < 1 or num_envs % batches:
         raise ValueError(f"[vec] num_batches = {batches} must divide [vec] num_envs = {num_envs}")
@@ -492,7 +491,7 @@ class Logger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
                 self.tb = SummaryWriter(run_dir)
-            except Exception:  # tensorboard not installed
+            except ImportError:  # tensorboard not installed
                 self.tb = None
         mode = tc["dashboard"]
         self.live = None

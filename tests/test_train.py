@@ -144,6 +144,7 @@ def test_gae_stops_at_done_and_absent_rows():
     adv, ret = train.gae(rewards, values, dones, masks, gamma=1.0, lam=1.0)
     assert adv[:, 0].tolist() == [2.0, 1.0, 11.0]
     assert adv[:, 1].tolist() == [3.0, 2.0, 1.0]
+    assert torch.equal(ret, adv + values[:T])
 
 
 @pytest.mark.parametrize("env,flags", [
@@ -179,7 +180,8 @@ def test_dashboard_rich_and_plain_fallback(tmp_path, monkeypatch, capsys):
     assert "mean return" in capsys.readouterr().out
     # Without rich: plain printed lines, and the CSV all the same.
     monkeypatch.setitem(__import__("sys").modules, "rich.live", None)
-    log = train.Logger(str(tmp_path / "p"), cfg, resume=False) if os.makedirs(tmp_path / "p") is None else None
+    os.makedirs(tmp_path / "p")
+    log = train.Logger(str(tmp_path / "p"), cfg, resume=False)
     assert log.live is None and log.plain
     log.log(_row())
     log.close()
