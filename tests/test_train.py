@@ -188,3 +188,21 @@ def test_dashboard_rich_and_plain_fallback(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "steps" in out and "100" in out
     assert len((tmp_path / "p" / "log.csv").read_text().splitlines()) == 2
+
+
+def test_rollout_records_the_pool_masks():
+    """Drive masks absent and finished cars: the rollout keeps the pool's masks per step."""
+    cfg = small("drive", "--vec.backend", "serial", "--vec.num-envs", "2", "--vec.num-batches", "2",
+                "--train.num-steps", "16")
+    pool = train.make_pool(cfg, "drive", seed=0)
+    try:
+        torch.manual_seed(0)
+        policy = train.Policy(pool.spec)
+        ro = train.Rollout(pool, policy, cfg, torch.device("cpu"), train.Timers())
+        ro.collect()
+        assert torch.equal(ro.masks[ro.T], torch.as_tensor(pool.masks, dtype=torch.float32))
+        assert (ro.masks == 0).any() and (ro.masks == 1).any()
+        stats = train.ppo_update(policy, torch.optim.Adam(policy.parameters()), ro, cfg)
+        assert all(np.isfinite(v) for v in stats.values())
+    finally:
+        pool.close()
