@@ -3,20 +3,19 @@
     shoal bench [--quick] [...]      CartPole steps/s: shoal vs gymnasium vs EnvPool
                                      vs a plain C loop (see shoal.bench)
     shoal play ENV --out F.gif       a GIF of ENV played by a random or heuristic policy
-    shoal train ENV / shoal eval     not yet available
+    shoal train ENV [--section.key V]  PPO on ENV, configured by configs/*.ini (see shoal.train)
+    shoal eval ENV --checkpoint P    mean return of a trained checkpoint; --gif renders a rollout
 
 Each subcommand's own options follow its name; `shoal bench --help` lists them.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 # Subcommands that are planned but not implemented yet.
-_PLANNED = {
-    "train": "train an agent with PPO on an env, configured by ini files",
-    "eval": "evaluate a trained checkpoint (and render GIFs)",
-}
+_PLANNED: dict[str, str] = {}
 
 
 def _bench(args: list[str]) -> int:
@@ -51,7 +50,126 @@ def _play(args: list[str]) -> int:
     return 0
 
 
-_COMMANDS = {"bench": _bench, "play": _play}
+def _env_arg(args: list[str]) -> str | None:
+    """The first positional argument (the env), if any."""
+    return next((a for a in args if not a.startswith("-")), None)
+
+
+def _import_train():
+    """shoal.train (torch is imported there only), or None after a clear error."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("shoal train / eval need torch: pip install torch (CPU: torch==2.13.0)", file=sys.stderr)
+        return None
+    from shoal import train
+    return train
+
+
+def _train(args: list[str]) -> int:
+    import shoal.envs
+    from shoal import config
+
+    env = _env_arg(args)
+    usage = "shoal train ENV [--config FILE.ini] [--resume CHECKPOINT] [--run-dir DIR] [--section.key VALUE ...]"
+    if "-h" in args or "--help" in args:
+        try:
+            cfg = config.load(env) if env and env.lower() in [n.lower() for n in shoal.envs.names()] \
+                else config.load(None)
+        except config.ConfigError as e:
+            print(f"shoal train: {e}", file=sys.stderr)
+            return 2
+        where = f"default.ini + {os.path.basename(config.env_ini(env))}" if env else "default.ini"
+        print(f"usage: {usage}\n\nTrain a PPO agent on ENV (one of: {', '.join(shoal.envs.names())}).\n"
+              f"Config: configs/default.ini, then configs/ENV.ini, then --config files, then flags.\n\n"
+              f"options:\n  --config FILE        an extra ini file (repeatable)\n"
+              f"  --resume CHECKPOINT  continue from a checkpoint.pt\n"
+              f"  --run-dir DIR        write logs and checkpoints here\n\n"
+              f"keys ({where}; flag, default, type):\n{config.help_text(cfg)}")
+        return 0
+    if env is None:
+        print(f"usage: {usage}\nshoal train: error: the env is required "
+              f"(one of: {', '.join(shoal.envs.names())})", file=sys.stderr)
+        return 2
+    rest = list(args)
+    rest.remove(env)
+    extra, resume, run_dir, flags = [], None, None, []
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        name, eq, value = a.partition("=")
+        if name in ("--config", "--resume", "--run-dir"):
+            if not eq:
+                if i + 1 >= len(rest):
+                    print(f"shoal train: error: {name} needs a value", file=sys.stderr)
+                    return 2
+                value = rest[i + 1]
+                i += 1
+            if name == "--config":
+                extra.append(value)
+            elif name == "--resume":
+                resume = value
+            else:
+                run_dir = value
+        else:
+            flags.append(a)
+        i += 1
+    try:
+        shoal.envs.spec(env)
+        cfg = config.load(env, flags, extra)
+        train = _import_train()
+        if train is None:
+            return 2
+        summary = train.train(cfg, resume=resume, run_dir=run_dir)
+    except (config.ConfigError, ValueError, FileNotFoundError) as e:
+        print(f"shoal train: error: {e}", file=sys.stderr)
+        return 2
+    solved = summary.get("solved_seconds")
+    print(f"trained {summary['global_step']:,} steps in {summary['train_seconds']:.1f} s"
+          + (f"; reached the target return after {solved:.2f} s" if solved is not None else "")
+          + (f"; final eval mean return {summary['eval_return']:.2f}" if "eval_return" in summary else "")
+          + f"\ncheckpoint: {summary['checkpoint']}")
+    return 130 if summary["interrupted"] else 0
+
+
+def _eval(args: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="shoal eval", description="Evaluate a checkpoint written by "
+                                "`shoal train`: the mean return over episodes, and optionally a GIF.")
+    p.add_argument("env", type=str.lower)
+    p.add_argument("--checkpoint", required=True, help="a checkpoint.pt from shoal train")
+    p.add_argument("--episodes", type=int, default=32, help="episodes, one per env (default 32)")
+    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--sample", action="store_true", help="sample actions (default: argmax)")
+    p.add_argument("--gif", default=None, help="also write a GIF of one rollout here")
+    p.add_argument("--gif-steps", type=int, default=300)
+    a = p.parse_args(args)
+    import shoal.envs
+    try:
+        spec = shoal.envs.spec(a.env)
+    except ValueError as e:
+        p.error(str(e))
+    if not os.path.exists(a.checkpoint):
+        p.error(f"checkpoint {a.checkpoint!r} does not exist")
+    from shoal import render
+
+    train = _import_train()
+    if train is None:
+        return 2
+    policy, cfg = train.policy_from_checkpoint(train.load_checkpoint(a.checkpoint))
+    if shoal.envs.spec(cfg["env"]["name"]).name != spec.name:
+        p.error(f"the checkpoint is for {cfg['env']['name']}, not {spec.name}")
+    r = train.evaluate(policy, spec.name, a.episodes, a.seed, deterministic=not a.sample)
+    mode = "sampled" if a.sample else "argmax"
+    print(f"{spec.name}: mean return {r['mean_return']:.2f} over {a.episodes} episodes "
+          f"({mode} actions; mean length {r['mean_length']:.1f})")
+    if a.gif:
+        frames = train.rollout_frames(policy, spec.name, a.gif_steps, a.seed, deterministic=not a.sample)
+        render.write_gif(frames, a.gif, fps=spec.metadata.get("render_fps", 20))
+        print(f"wrote {a.gif}: {len(frames)} frames")
+    return 0
+
+
+_COMMANDS = {"bench": _bench, "play": _play, "train": _train, "eval": _eval}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -64,6 +182,11 @@ def parser() -> argparse.ArgumentParser:
     commands.add_parser("play", add_help=False,
                         help="write a GIF of an env played by a random or heuristic policy "
                              "(`shoal play --help` for options)")
+    commands.add_parser("train", add_help=False,
+                        help="train a PPO agent on an env, configured by ini files "
+                             "(`shoal train --help` lists every key)")
+    commands.add_parser("eval", add_help=False,
+                        help="evaluate a trained checkpoint (and render a GIF)")
     for name, what in _PLANNED.items():
         commands.add_parser(name, add_help=False, help=f"{what} (not yet available)")
     return p

@@ -1,0 +1,200 @@
+"""Trainer configuration: ini files, merged, typed, overridable by flags.
+
+    config = load("cartpole", ["--train.learning-rate", "3e-4"])
+    config["train"]["learning_rate"]      # 0.0003 (a float)
+
+A config is configs/default.ini, then configs/<env>.ini (when it exists),
+then any extra ini files, then `--section.key value` flags, each layer
+overriding the one before. default.ini declares every section and key; its
+values fix each key's type (bool, int, float or str), so a later layer may
+only set keys default.ini has, with values of that type. Errors name the
+section, key or value at fault and suggest the closest valid key.
+
+Keys are written with underscores in ini files; flags accept dashes or
+underscores (`--train.learning-rate` == `--train.learning_rate`).
+"""
+from __future__ import annotations
+
+import configparser
+import difflib
+import os
+from importlib import resources
+
+Config = dict[str, dict[str, object]]
+
+
+class ConfigError(ValueError):
+    """A bad section, key or value in an ini file or a flag."""
+
+
+def configs_dir() -> str:
+    """The folder holding default.ini and the env ini files (shoal.configs)."""
+    return str(resources.files("shoal.configs"))
+
+
+def env_ini(env: str) -> str:
+    """The path of env's own ini file (it may not exist): configs/<env>.ini,
+    lowercase, without "_" or "-" (ExplorerPointGoal -> explorerpointgoal.ini)."""
+    key = env.lower().replace("_", "").replace("-", "")
+    return os.path.join(configs_dir(), f"{key}.ini")
+
+
+def _read_ini(path: str) -> dict[str, dict[str, str]]:
+    parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=("#", ";"))
+    parser.optionxform = str  # keep keys as written; we normalise them ourselves
+    with open(path) as f:
+        parser.read_file(f, source=path)
+    return {s: {_norm(k): v for k, v in parser[s].items()} for s in parser.sections()}
+
+
+def _norm(key: str) -> str:
+    return key.strip().lower().replace("-", "_")
+
+
+def _type_name(value) -> str:
+    return type(value).__name__
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def parse_value(section: str, key: str, text: str, default):
+    """`text` converted to the type of `default`, or a ConfigError naming
+    the key, the value and the expected type."""
+    raw = text.strip()
+
+    def bad(expected: str) -> ConfigError:
+        return ConfigError(f"[{section}] {key} = {raw!r}: expected {expected} "
+                           f"(the default is {default!r})")
+
+    if isinstance(default, bool):
+        if raw.lower() in _TRUE:
+            return True
+        if raw.lower() in _FALSE:
+            return False
+        raise bad("a bool (true/false, yes/no, on/off, 1/0)")
+    if isinstance(default, int):
+        try:
+            return int(raw.replace("_", ""), 0)
+        except ValueError:
+            pass
+        try:  # 1e6, 2.0: fine when integral
+            as_float = float(raw.replace("_", ""))
+        except ValueError:
+            raise bad("an int") from None
+        if not as_float.is_integer():
+            raise bad("an int")
+        return int(as_float)
+    if isinstance(default, float):
+        try:
+            return float(raw.replace("_", ""))
+        except ValueError:
+            raise bad("a float") from None
+    return raw
+
+
+def _infer(text: str):
+    """The typed value of a default.ini entry: bool, int, float, else str."""
+    raw = text.strip()
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    for convert in (int, float):
+        try:
+            return convert(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def defaults() -> Config:
+    """configs/default.ini, typed."""
+    ini = _read_ini(os.path.join(configs_dir(), "default.ini"))
+    return {s: {k: _infer(v) for k, v in keys.items()} for s, keys in ini.items()}
+
+
+def _suggest(word: str, options) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else f"; valid: {', '.join(sorted(options))}"
+
+
+def all_keys(config: Config) -> list[str]:
+    return [f"{s}.{k}" for s, keys in config.items() for k in keys]
+
+
+def apply(config: Config, section: str, key: str, text: str, where: str = "") -> None:
+    """Set config[section][key] from `text` (typed like the default), or a
+    ConfigError naming the unknown section / key and the closest valid one."""
+    section, key = _norm(section), _norm(key)
+    at = f" (in {where})" if where else ""
+    if section not in config:
+        raise ConfigError(f"unknown section [{section}]{at}{_suggest(section, config)}")
+    if key not in config[section]:
+        dotted = [k.replace("_", "-") for k in all_keys(config)]
+        close = difflib.get_close_matches(f"{section}.{key}".replace("_", "-"), dotted, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else _suggest(key, config[section])
+        raise ConfigError(f"unknown key {key!r} in section [{section}]{at}{hint}")
+    config[section][key] = parse_value(section, key, text, config[section][key])
+
+
+def merge_ini(config: Config, path: str) -> None:
+    """Override config with the entries of ini file `path`."""
+    for section, keys in _read_ini(path).items():
+        for key, text in keys.items():
+            apply(config, section, key, text, where=path)
+
+
+def parse_flags(config: Config, flags: list[str]) -> None:
+    """Apply `--section.key value` / `--section.key=value` flags in order."""
+    i = 0
+    while i < len(flags):
+        flag = flags[i]
+        if not flag.startswith("--") or "." not in flag:
+            raise ConfigError(f"unexpected argument {flag!r}: config flags look like "
+                              f"--section.key value (e.g. --train.learning-rate 3e-4)")
+        name, eq, value = flag[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(flags):
+                raise ConfigError(f"flag {flag} needs a value")
+            value = flags[i + 1]
+            i += 1
+        section, _, key = name.partition(".")
+        apply(config, section, key, value, where=f"flag --{name}")
+        i += 1
+
+
+def load(env: str | None, flags: list[str] = (), extra_ini: list[str] = ()) -> Config:
+    """default.ini, then configs/<env>.ini, then extra ini files, then flags."""
+    config = defaults()
+    if env is not None and os.path.exists(env_ini(env)):
+        merge_ini(config, env_ini(env))
+    for path in extra_ini:
+        if not os.path.exists(path):
+            raise ConfigError(f"config file {path!r} does not exist")
+        merge_ini(config, path)
+    parse_flags(config, list(flags))
+    if env is not None:
+        config["env"]["name"] = env
+    return config
+
+
+def to_ini(config: Config) -> str:
+    """The config as ini text (what a run saves next to its logs)."""
+    lines = []
+    for section, keys in config.items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in keys.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def help_text(config: Config) -> str:
+    """Every key as a flag with its default, section by section."""
+    lines = []
+    for section, keys in config.items():
+        lines.append(f"[{section}]")
+        for k, v in keys.items():
+            shown = str(v).lower() if isinstance(v, bool) else v
+            flag = f"--{section}.{k.replace('_', '-')}"
+            lines.append(f"  {flag:<30} {shown!s:<18} ({_type_name(v)})")
+    return "\n".join(lines)

@@ -1,0 +1,703 @@
+"""PPO for shoal's envs, in one file (CleanRL-style: the algorithm in plain sight).
+
+    shoal train cartpole                       # configs/default.ini + configs/cartpole.ini
+    shoal train snake --train.learning-rate 1e-3 --vec.num-envs 256
+    shoal eval cartpole --checkpoint runs/.../checkpoint.pt --gif cartpole.gif
+
+The file reads top to bottom:
+
+1. the policy: an MLP (optionally followed by an LSTM) with one categorical
+   head per action component (Discrete and MultiDiscrete actions);
+2. the rollout from the CPU pool: env batches received into one rollout
+   buffer (pinned host memory copied non_blocking when the learner is on a
+   GPU), with async double buffering so that half the envs step while the
+   policy runs on the other half;
+3. GAE and the PPO update: clipped policy and value losses, entropy bonus,
+   advantage normalisation, gradient clipping, learning-rate annealing.
+   Rows whose agent is absent (pool.masks false) weigh nothing anywhere;
+4. evaluation, checkpoints (atomic), logs (CSV, TensorBoard, dashboard);
+5. train(): the loop tying them together.
+
+Autoreset is SAME_STEP: the step that ends an episode returns the next
+episode's first obs, with the last obs in info["final_obs"]; truncated
+episodes are bootstrapped from V(final obs). torch is imported here only:
+`import shoal` never needs it.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sys
+import time
+from collections import defaultdict
+
+import numpy as np
+import torch
+from torch import nn
+
+import shoal
+from shoal import config as shoal_config
+
+BACKENDS = ("serial", "multiprocessing", "cuda")
+
+
+# ============================================================================
+# 1. The policy
+# ============================================================================
+def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+class Policy(nn.Module):
+    """obs -> MLP [-> LSTM] -> (action logits, value).
+
+    Small-integer observations (uint8 cell codes, e.g. Snake's) are one-hot
+    encoded; float observations go in as they are. The actor has one
+    categorical head per action component (nvec).
+    """
+
+    def __init__(self, spec, hidden_size: int = 64, num_layers: int = 2,
+                 activation: str = "tanh", lstm: bool = False):
+        super().__init__()
+        self.nvec = [int(n) for n in spec.action_nvec]
+        high = np.max(spec.obs_high)
+        self.classes = int(high) + 1 if np.dtype(spec.obs_dtype) == np.uint8 and high < 32 else 0
+        in_size = int(np.prod(spec.obs_shape)) * max(self.classes, 1)
+        act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
+        layers, size = [], in_size
+        for _ in range(num_layers):
+            layers += [layer_init(nn.Linear(size, hidden_size)), act()]
+            size = hidden_size
+        self.encoder = nn.Sequential(*layers)
+        self.lstm = nn.LSTM(size, size) if lstm else None
+        if self.lstm is not None:
+            for name, param in self.lstm.named_parameters():
+                if "bias" in name:
+                    nn.init.constant_(param, 0)
+                else:
+                    nn.init.orthogonal_(param, 1.0)
+        self.actor = layer_init(nn.Linear(size, sum(self.nvec)), std=0.01)
+        self.critic = layer_init(nn.Linear(size, 1), std=1.0)
+
+    def initial_state(self, rows: int, device) -> tuple | None:
+        if self.lstm is None:
+            return None
+        h = self.lstm.hidden_size
+        return (torch.zeros(1, rows, h, device=device), torch.zeros(1, rows, h, device=device))
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.flatten(1)
+        if self.classes:
+            x = nn.functional.one_hot(x.long(), self.classes).flatten(1)
+        return self.encoder(x.float())
+
+    def recurrent(self, x: torch.Tensor, state: tuple, done: torch.Tensor) -> tuple:
+        """x: (T * N, H) in time-major order; state: (h, c) of the N rows
+        before the first step; done: (T * N,), 1 where the obs is an
+        episode's first (the state is zeroed before that step)."""
+        n = state[0].shape[1]
+        x, done = x.reshape(-1, n, x.shape[-1]), done.reshape(-1, n)
+        out = []
+        for x_t, d_t in zip(x, done):
+            keep = (1.0 - d_t).view(1, -1, 1)
+            y, state = self.lstm(x_t.unsqueeze(0), (keep * state[0], keep * state[1]))
+            out.append(y)
+        return torch.cat(out).flatten(0, 1), state
+
+    def forward(self, obs, state=None, done=None):
+        """(logits, value, state) for a batch of obs rows."""
+        x = self.features(obs)
+        if self.lstm is not None:
+            x, state = self.recurrent(x, state, done)
+        return self.actor(x), self.critic(x).squeeze(-1), state
+
+
+def sample(logits: torch.Tensor, nvec: list[int], action=None, deterministic: bool = False):
+    """Per row: (action (N, K) int64, its log-prob, the entropy), summed over
+    the K independent categorical components. `action` given: score it."""
+    actions, logprob, entropy = [], 0.0, 0.0
+    for j, lg in enumerate(logits.split(nvec, dim=-1)):
+        logp = lg.log_softmax(-1)
+        if action is not None:
+            a = action[:, j]
+        elif deterministic:
+            a = lg.argmax(-1)
+        else:  # Gumbel-max: a categorical sample, cheaper than torch.distributions
+            a = (lg - torch.empty_like(lg).exponential_().log()).argmax(-1)
+        actions.append(a)
+        logprob = logprob + logp.gather(-1, a.unsqueeze(-1)).squeeze(-1)
+        entropy = entropy - (logp.exp() * logp).sum(-1)
+    return torch.stack(actions, -1), logprob, entropy
+
+
+# ============================================================================
+# 2. Rollouts from the CPU pool
+# ============================================================================
+class Timers:
+    """Seconds spent per phase (env, copy, forward, learn, eval)."""
+
+    def __init__(self):
+        self.total = defaultdict(float)
+
+    def time(self, name: str):
+        timers = self
+
+        class _Span:
+            def __enter__(self):
+                self.t0 = time.perf_counter()
+
+            def __exit__(self, *exc):
+                timers.total[name] += time.perf_counter() - self.t0
+
+        return _Span()
+
+
+def check_backend(backend: str) -> None:
+    if backend == "cuda":
+        raise ValueError("[vec] backend = cuda: the CUDA backend is not available yet in this "
+                         "version of shoal; use serial or multiprocessing")
+    if backend not in BACKENDS:
+        raise ValueError(f"[vec] backend = {backend!r}: expected one of {', '.join(BACKENDS)}")
+
+
+def make_pool(cfg: dict, env: str, seed: int):
+    """The training pool: SAME_STEP autoreset, [vec] num_batches batches in flight."""
+    vec = cfg["vec"]
+    check_backend(vec["backend"])
+    num_envs = vec["num_envs"]
+    batches = vec["num_batches"]
+    if batches < 1 or num_envs % batches:
+        raise ValueError(f"[vec] num_batches = {batches} must divide [vec] num_envs = {num_envs}")
+    return shoal.make(env, num_envs, backend=vec["backend"], num_workers=vec["num_workers"] or None,
+                      batch_size=num_envs // batches, autoreset_mode="same_step", seed=seed)
+
+
+class Rollout:
+    """num_steps steps of every row of the pool, stored time-major.
+
+    obs, dones and masks have num_steps + 1 entries: entry T is the obs the
+    next rollout starts from (and that bootstraps this one). dones[t] = 1:
+    obs[t] is an episode's first. masks[t] = 0: the row's agent is absent
+    at t (its action is ignored and it counts nowhere).
+    """
+
+    def __init__(self, pool, policy: Policy, cfg: dict, device: torch.device, timers: Timers):
+        self.pool, self.policy, self.device, self.timers = pool, policy, device, timers
+        self.T, self.R, self.B = cfg["train"]["num_steps"], pool.num_rows, pool.num_batches
+        self.gamma = cfg["train"]["gamma"]
+        self.bootstrap = cfg["train"]["bootstrap_truncation"]
+        self.discrete = len(pool.action_space.shape) == 1
+        T, R = self.T, self.R
+        obs_dtype = torch.from_numpy(np.zeros(0, pool.spec.obs_dtype)).dtype
+        pin = device.type == "cuda"
+        # Host side: where the pool's rows are copied (once); pinned for a GPU learner.
+        self.obs_host = torch.zeros((T + 1, R, *pool.spec.obs_shape), dtype=obs_dtype, pin_memory=pin)
+        self.rewards = torch.zeros((T, R), pin_memory=pin)
+        self.dones = torch.zeros((T + 1, R), pin_memory=pin)
+        self.masks = torch.ones((T + 1, R), pin_memory=pin)
+        # numpy views of the host buffers: the pool's arrays are written straight in
+        self.obs_np, self.rewards_np = self.obs_host.numpy(), self.rewards.numpy()
+        self.dones_np, self.masks_np = self.dones.numpy(), self.masks.numpy()
+        # Device side (the same tensors on a CPU learner)
+        self.obs = self.obs_host if not pin else torch.zeros_like(self.obs_host, device=device)
+        self.actions = torch.zeros((T, R, len(policy.nvec)), dtype=torch.long, device=device)
+        self.logprobs = torch.zeros((T, R), device=device)
+        self.values = torch.zeros((T + 1, R), device=device)
+        self.state = policy.initial_state(R, device)     # LSTM state of every row, now
+        self.initial_state = None                        # ... at the rollout's start
+        self.rb = pool.batch_size * pool.agents          # rows per batch
+        pool.async_reset()
+        for b in range(self.B):  # into entry T: collect() starts from there
+            self._receive(T, b, first=True)
+
+    def _rows(self, b: int) -> slice:
+        return slice(b * self.rb, (b + 1) * self.rb)
+
+    def _receive(self, t: int, b: int, first: bool = False) -> None:
+        """Receive batch b's result of step t - 1: obs[t], dones[t], masks[t], rewards[t - 1]."""
+        with self.timers.time("env"):
+            obs, rew, term, trunc, info = self.pool.recv()
+        rows = self._rows(b)
+        with self.timers.time("copy"):
+            self.obs_np[t, rows] = obs
+            np.logical_or(term, trunc, out=self.dones_np[t, rows], casting="unsafe")
+            self.masks_np[t, rows] = self.pool.masks[rows]
+            if self.obs is not self.obs_host:
+                self.obs[t, rows].copy_(self.obs_host[t, rows], non_blocking=True)
+            if first:
+                return
+            self.rewards_np[t - 1, rows] = rew
+        if self.bootstrap and trunc.any():
+            # A truncated episode did not end: its last reward also earns gamma * V(last obs).
+            idx = np.flatnonzero(trunc & ~term)
+            if len(idx):
+                final = torch.as_tensor(info["final_obs"][idx]).to(self.device)
+                with torch.no_grad(), self.timers.time("forward"):
+                    state = None
+                    if self.state is not None:
+                        sel = torch.as_tensor(idx + rows.start, device=self.device)
+                        state = (self.state[0][:, sel], self.state[1][:, sel])
+                    _, v, _ = self.policy(final, state, torch.zeros(len(idx), device=self.device))
+                self.rewards_np[t - 1, rows.start + idx] += self.gamma * v.cpu().numpy()
+
+    def _act(self, t: int, b: int) -> None:
+        """Run the policy on batch b's obs[t] and send its actions."""
+        rows = self._rows(b)
+        with torch.no_grad(), self.timers.time("forward"):
+            state = None
+            if self.state is not None:
+                state = (self.state[0][:, rows], self.state[1][:, rows])
+                done = self.dones[t, rows].to(self.device, non_blocking=True)
+            else:
+                done = None
+            logits, value, state = self.policy(self.obs[t, rows], state, done)
+            action, logprob, _ = sample(logits, self.policy.nvec)
+            if state is not None:
+                self.state[0][:, rows], self.state[1][:, rows] = state
+            self.actions[t, rows], self.logprobs[t, rows], self.values[t, rows] = action, logprob, value
+            a = action.cpu().numpy()
+        with self.timers.time("env"):
+            self.pool.send(a[:, 0] if self.discrete else a)
+
+    def collect(self) -> None:
+        """Fill the rollout. Batch b's step t is sent before batch b + 1's
+        obs are waited for, so the workers step b while the policy runs on b + 1."""
+        T = self.T
+        # Entry T of the last rollout is entry 0 of this one.
+        self.obs_host[0] = self.obs_host[T]
+        self.dones[0], self.masks[0] = self.dones[T], self.masks[T]
+        if self.obs is not self.obs_host:
+            self.obs[0] = self.obs[T]
+        if self.state is not None:
+            self.initial_state = (self.state[0].clone(), self.state[1].clone())
+        for t in range(T):
+            for b in range(self.B):
+                if t > 0:
+                    self._receive(t, b)
+                self._act(t, b)
+        for b in range(self.B):
+            self._receive(T, b)
+        with torch.no_grad(), self.timers.time("forward"):  # V(obs[T]) bootstraps the rollout
+            done = self.dones[T].to(self.device)
+            _, self.values[T], _ = self.policy(self.obs[T], self.state, done)
+
+
+# ============================================================================
+# 3. GAE and the PPO update
+# ============================================================================
+def gae(rewards, values, dones, masks, gamma: float, lam: float):
+    """Advantages and returns (T, R). A row's bootstrap stops where the next
+    obs starts an episode (done) or the row's agent is absent (mask 0)."""
+    T = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    last = torch.zeros_like(rewards[0])
+    for t in reversed(range(T)):
+        nonterminal = (1.0 - dones[t + 1]) * masks[t + 1]
+        delta = rewards[t] + gamma * values[t + 1] * nonterminal - values[t]
+        last = delta + gamma * lam * nonterminal * last
+        advantages[t] = last
+    return advantages, advantages + values[:T]
+
+
+def masked_mean(x, w, n):
+    return (x * w).sum() / n
+
+
+def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict) -> dict:
+    """update_epochs passes over the rollout in num_minibatches minibatches."""
+    tc = cfg["train"]
+    dev = ro.device
+    T, R = ro.T, ro.R
+    rewards, dones, masks = ro.rewards.to(dev), ro.dones.to(dev), ro.masks.to(dev)
+    with torch.no_grad():
+        advantages, returns = gae(rewards, ro.values, dones, masks, tc["gamma"], tc["gae_lambda"])
+
+    # Flatten time-major: row index i = t * R + r.
+    obs = ro.obs[:T].flatten(0, 1)
+    actions, logprobs = ro.actions.flatten(0, 1), ro.logprobs.flatten(0, 1)
+    advantages, returns, values = advantages.flatten(), returns.flatten(), ro.values[:T].flatten()
+    weights, first = masks[:T].flatten(), dones[:T].flatten()
+
+    recurrent = policy.lstm is not None
+    num_mb = tc["num_minibatches"]
+    if recurrent:  # minibatches of whole rows (their time order intact)
+        num_mb = min(num_mb, R)
+    stats = defaultdict(float)
+    count = 0
+    for _ in range(tc["update_epochs"]):
+        if recurrent:
+            row_order = torch.randperm(R, device=dev)
+            chunks = row_order.chunk(num_mb)
+        else:
+            chunks = torch.randperm(T * R, device=dev).chunk(num_mb)
+        for chunk in chunks:
+            if recurrent:
+                idx = (torch.arange(T, device=dev).unsqueeze(1) * R + chunk.unsqueeze(0)).flatten()
+                state = (ro.initial_state[0][:, chunk], ro.initial_state[1][:, chunk])
+                logits, new_value, _ = policy(obs[idx], state, first[idx])
+            else:
+                idx = chunk
+                logits, new_value, _ = policy(obs[idx])
+            _, new_logprob, entropy = sample(logits, policy.nvec, action=actions[idx])
+            w = weights[idx]
+            n = w.sum().clamp(min=1.0)
+            log_ratio = new_logprob - logprobs[idx]
+            ratio = log_ratio.exp()
+
+            adv = advantages[idx]
+            if tc["norm_adv"]:
+                mean = masked_mean(adv, w, n)
+                std = (masked_mean((adv - mean) ** 2, w, n)).sqrt()
+                adv = (adv - mean) / (std + 1e-8)
+
+            # Clipped policy loss
+            pg_loss = masked_mean(torch.max(-adv * ratio,
+                                            -adv * ratio.clamp(1 - tc["clip_coef"], 1 + tc["clip_coef"])), w, n)
+            # Value loss, clipped round the rollout's values
+            ret = returns[idx]
+            if tc["clip_vloss"]:
+                v_clipped = values[idx] + (new_value - values[idx]).clamp(-tc["clip_coef"], tc["clip_coef"])
+                v_loss = 0.5 * masked_mean(torch.max((new_value - ret) ** 2, (v_clipped - ret) ** 2), w, n)
+            else:
+                v_loss = 0.5 * masked_mean((new_value - ret) ** 2, w, n)
+            entropy_loss = masked_mean(entropy, w, n)
+            loss = pg_loss - tc["ent_coef"] * entropy_loss + tc["vf_coef"] * v_loss
+
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(policy.parameters(), tc["max_grad_norm"])
+            optimizer.step()
+
+            with torch.no_grad():
+                stats["pg_loss"] += pg_loss.item()
+                stats["v_loss"] += v_loss.item()
+                stats["entropy"] += entropy_loss.item()
+                stats["approx_kl"] += masked_mean((ratio - 1) - log_ratio, w, n).item()
+                stats["clipfrac"] += masked_mean(((ratio - 1).abs() > tc["clip_coef"]).float(), w, n).item()
+            count += 1
+    return {k: v / max(count, 1) for k, v in stats.items()}
+
+
+# ============================================================================
+# 4. Evaluation, checkpoints, logs
+# ============================================================================
+@torch.no_grad()
+def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: bool = True,
+             device="cpu", max_steps: int | None = None) -> dict:
+    """One episode in each of `episodes` envs (a serial pool seeded `seed`):
+    {"mean_return", "mean_length", "returns"}. An episode's return sums the
+    rewards of all its env's rows."""
+    device = torch.device(device)
+    pool = shoal.make(env, episodes, backend="serial", seed=seed)
+    try:
+        max_steps = max_steps or 4 * (pool.spec.max_episode_steps or 1000) + 10
+        discrete = len(pool.action_space.shape) == 1
+        obs, _ = pool.reset(seed=seed)
+        state = policy.initial_state(pool.num_rows, device)
+        done = torch.zeros(pool.num_rows, device=device)
+        eps = pool._buffers.episodes
+        returns = np.full(episodes, np.nan)
+        lengths = np.full(episodes, np.nan)
+        for _ in range(max_steps):
+            logits, _, state = policy(torch.as_tensor(obs).to(device), state, done)
+            action, _, _ = sample(logits, policy.nvec, deterministic=deterministic)
+            a = action.cpu().numpy()
+            obs, _, term, trunc, _ = pool.step(a[:, 0] if discrete else a)
+            done = torch.as_tensor(term | trunc, dtype=torch.float32, device=device)
+            new = (eps["finished"] >= 1) & np.isnan(returns)
+            returns[new] = eps["return_sum"][new]
+            lengths[new] = eps["length_sum"][new]
+            if not np.isnan(returns).any():
+                break
+        unfinished = np.isnan(returns)  # count what they have so far
+        returns[unfinished] = eps["return_sum"][unfinished]
+    finally:
+        pool.close()
+    return {"mean_return": float(np.mean(returns)), "mean_length": float(np.nanmean(lengths))
+            if not np.isnan(lengths).all() else float("nan"), "returns": returns}
+
+
+@torch.no_grad()
+def rollout_frames(policy: Policy, env: str, steps: int, seed: int, deterministic: bool = True):
+    """RGB frames of env 0 of a 1-env pool played by the policy."""
+    from shoal import render
+
+    pool = shoal.make(env, 1, backend="serial", seed=seed)
+    try:
+        if not render.supports_render(pool.spec):
+            raise ValueError(f"{pool.spec.name} does not render")
+        discrete = len(pool.action_space.shape) == 1
+        obs, _ = pool.reset(seed=seed)
+        state, done = policy.initial_state(pool.num_rows, "cpu"), torch.zeros(pool.num_rows)
+        frames = [render.frame(pool)]
+        for _ in range(steps):
+            logits, _, state = policy(torch.as_tensor(obs), state, done)
+            a = sample(logits, policy.nvec, deterministic=deterministic)[0].numpy()
+            obs, _, term, trunc, _ = pool.step(a[:, 0] if discrete else a)
+            done = torch.as_tensor(term | trunc, dtype=torch.float32)
+            frames.append(render.frame(pool))
+    finally:
+        pool.close()
+    return frames
+
+
+def save_checkpoint(path: str, policy, optimizer, cfg: dict, progress: dict) -> None:
+    """Write atomically: a temp file in the same folder, then rename."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    torch.save({"policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+                "config": cfg, "progress": dict(progress),
+                "torch_rng": torch.get_rng_state()}, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def policy_from_checkpoint(ckpt: dict) -> tuple[Policy, dict]:
+    cfg = ckpt["config"]
+    spec = shoal.env_spec(cfg["env"]["name"])
+    p = cfg["policy"]
+    policy = Policy(spec, p["hidden_size"], p["num_layers"], p["activation"], p["lstm"])
+    policy.load_state_dict(ckpt["policy"])
+    policy.eval()
+    return policy, cfg
+
+
+LOG_FIELDS = ["train_seconds", "global_step", "sps", "episodes", "mean_return", "mean_length",
+              "eval_return", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "learning_rate",
+              "t_env", "t_copy", "t_forward", "t_learn", "t_eval"]
+
+
+class Logger:
+    """A CSV row per log interval (always), TensorBoard scalars (when
+    installed) and a live dashboard: rich when installed and on a terminal,
+    else a printed line per row."""
+
+    def __init__(self, run_dir: str, cfg: dict, resume: bool):
+        tc = cfg["train"]
+        self.env = cfg["env"]["name"]
+        path = os.path.join(run_dir, "log.csv")
+        append = resume and os.path.exists(path)
+        self.csv_file = open(path, "a" if append else "w", newline="")
+        self.csv = csv.DictWriter(self.csv_file, LOG_FIELDS)
+        if not append:
+            self.csv.writeheader()
+        self.tb = None
+        if tc["tensorboard"]:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+                self.tb = SummaryWriter(run_dir)
+            except ImportError:  # tensorboard not installed
+                self.tb = None
+        mode = tc["dashboard"]
+        self.live = None
+        if mode in ("auto", "rich"):
+            try:
+                import rich.live  # noqa: F401
+                use_rich = mode == "rich" or sys.stdout.isatty()
+            except ImportError:
+                use_rich = False
+            if use_rich:
+                from rich.live import Live
+                self.live = Live(auto_refresh=False, transient=False)
+                self.live.start()
+        self.quiet = mode == "none"
+        self.plain = self.live is None and not self.quiet
+        if self.plain:
+            print(f"{'time':>6} {'steps':>10} {'sps':>9} {'eps':>6} {'return':>9} {'length':>8} "
+                  f"{'eval':>8} {'v_loss':>8} {'entropy':>7}  env/copy/fwd/learn s", flush=True)
+
+    def log(self, row: dict) -> None:
+        self.csv.writerow({k: row.get(k, "") for k in LOG_FIELDS})
+        self.csv_file.flush()
+        if self.tb is not None:
+            for k, v in row.items():
+                if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
+                    self.tb.add_scalar(k, v, row["global_step"])
+        if self.live is not None:
+            self.live.update(self._table(row), refresh=True)
+        elif self.plain:
+            f = lambda k, w, p: f"{row.get(k, float('nan')):>{w}.{p}f}"  # noqa: E731
+            print(f"{row['train_seconds']:>6.1f} {row['global_step']:>10d} {row['sps']:>9.0f} "
+                  f"{row['episodes']:>6d} {f('mean_return', 9, 2)} {f('mean_length', 8, 1)} "
+                  f"{f('eval_return', 8, 1)} {f('v_loss', 8, 4)} {f('entropy', 7, 3)}  "
+                  f"{row['t_env']:.1f}/{row['t_copy']:.1f}/{row['t_forward']:.1f}/{row['t_learn']:.1f}",
+                  flush=True)
+
+    def _table(self, row: dict):
+        from rich.table import Table
+
+        t = Table(title=f"shoal train {self.env}", show_header=False, min_width=60)
+        t.add_column(style="bold cyan")
+        t.add_column(justify="right")
+        t.add_column(style="bold cyan")
+        t.add_column(justify="right")
+        fmt = lambda v, p=2: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{p}f}"  # noqa: E731
+        total = sum(row[k] for k in ("t_env", "t_copy", "t_forward", "t_learn")) or 1.0
+        split = lambda k: f"{row[k]:.1f}s {100 * row[k] / total:3.0f}%"  # noqa: E731
+        t.add_row("steps", f"{row['global_step']:,}", "env", split("t_env"))
+        t.add_row("steps/s", fmt(row["sps"], 0), "copy", split("t_copy"))
+        t.add_row("episodes", f"{row['episodes']:,}", "forward", split("t_forward"))
+        t.add_row("mean return", fmt(row.get("mean_return")), "learn", split("t_learn"))
+        t.add_row("mean length", fmt(row.get("mean_length"), 1), "train time", f"{row['train_seconds']:.1f}s")
+        t.add_row("eval return", fmt(row.get("eval_return")), "learning rate", f"{row['learning_rate']:.2e}")
+        t.add_row("policy loss", fmt(row.get("pg_loss"), 4), "value loss", fmt(row.get("v_loss"), 4))
+        t.add_row("entropy", fmt(row.get("entropy"), 3), "approx kl", fmt(row.get("approx_kl"), 4))
+        return t
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+        if self.tb is not None:
+            self.tb.close()
+        self.csv_file.close()
+
+
+# ============================================================================
+# 5. The training loop
+# ============================================================================
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"[train] device = {name}: CUDA is not available on this machine (use cpu)")
+    return torch.device(name)
+
+
+def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> dict:
+    """Train with PPO as `cfg` (shoal.config.load) says. Returns a summary:
+    global_step, train_seconds, final eval, solve time (first evaluation
+    with mean return >= target_return, in training seconds), run_dir,
+    checkpoint. Ctrl-C stops training and still writes the checkpoint."""
+    tc, vc, pc = cfg["train"], cfg["vec"], cfg["policy"]
+    env = cfg["env"]["name"]
+    spec = shoal.env_spec(env)
+    check_backend(vc["backend"])
+    device = resolve_device(tc["device"])
+    if tc["torch_threads"] > 0:
+        torch.set_num_threads(tc["torch_threads"])
+    seed = tc["seed"]
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+    run_dir = run_dir or os.path.join(tc["run_dir"], f"{spec.name.lower()}-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "config.ini"), "w") as f:
+        f.write(shoal_config.to_ini(cfg))
+    ckpt_path = os.path.join(run_dir, "checkpoint.pt")
+
+    policy = Policy(spec, pc["hidden_size"], pc["num_layers"], pc["activation"], pc["lstm"]).to(device)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=tc["learning_rate"], eps=1e-5)
+    progress = {"global_step": 0, "update": 0, "train_seconds": 0.0, "solved_seconds": None,
+                "solved_step": None}
+    if resume:
+        ckpt = load_checkpoint(resume)
+        if shoal.env_spec(ckpt["config"]["env"]["name"]).name != spec.name:
+            raise ValueError(f"checkpoint {resume} is for {ckpt['config']['env']['name']}, not {env}")
+        policy.load_state_dict(ckpt["policy"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        progress.update(ckpt["progress"])
+        torch.set_rng_state(ckpt["torch_rng"])
+
+    # Each resume gets fresh env seeds (the pool's state is not checkpointed).
+    pool = make_pool(cfg, env, seed=seed * vc["num_envs"] + 7919 * progress["update"])
+    timers = Timers()
+    logger = Logger(run_dir, cfg, resume=bool(resume))
+    batch = tc["num_steps"] * pool.num_rows
+    num_updates = max(1, math.ceil(tc["total_timesteps"] / batch))
+    eval_seed = 10**9 + seed * tc["eval_episodes"]
+    summary = {"run_dir": run_dir, "checkpoint": ckpt_path, "interrupted": False}
+    last_eval = float("nan")
+    episodes, ret_sum, len_sum = 0, 0.0, 0.0
+    ep_mean_return, ep_mean_length = float("nan"), float("nan")
+    losses: dict = {}
+
+    def run_eval() -> float:
+        with timers.time("eval"):
+            policy.eval()
+            r = evaluate(policy, env, tc["eval_episodes"], eval_seed, tc["eval_deterministic"], device)
+            policy.train()
+        return r["mean_return"]
+
+    try:
+        ro = Rollout(pool, policy, cfg, device, timers)
+        clock = time.perf_counter()
+        base_seconds = progress["train_seconds"]
+        last_log = last_ckpt = last_eval_time = 0.0
+        log_steps = progress["global_step"]
+
+        def train_seconds() -> float:  # wall time, minus evaluations
+            return base_seconds + time.perf_counter() - clock - timers.total["eval"]
+
+        if tc["eval_interval"] > 0 and progress["update"] == 0:  # the curve's starting point
+            last_eval = run_eval()
+            logger.log({"train_seconds": 0.0, "global_step": 0, "sps": 0.0, "episodes": 0,
+                        "eval_return": last_eval, "learning_rate": optimizer.param_groups[0]["lr"],
+                        **{f"t_{k}": 0.0 for k in ("env", "copy", "forward", "learn", "eval")}})
+
+        while progress["update"] < num_updates:
+            if tc["anneal_lr"]:
+                frac = 1.0 - progress["update"] / num_updates
+                optimizer.param_groups[0]["lr"] = frac * tc["learning_rate"]
+            ro.collect()
+            progress["global_step"] += batch
+            with timers.time("learn"):
+                losses = ppo_update(policy, optimizer, ro, cfg)
+            progress["update"] += 1
+
+            s = pool.episode_stats()
+            if s["episodes"]:
+                episodes += s["episodes"]
+                ret_sum += s["mean_return"] * s["episodes"]
+                len_sum += s["mean_length"] * s["episodes"]
+            now = train_seconds()
+            done = progress["update"] >= num_updates or (
+                tc["max_train_seconds"] > 0 and now >= tc["max_train_seconds"])
+            evaluated = False
+            if tc["eval_interval"] > 0 and (now - last_eval_time >= tc["eval_interval"] or done):
+                last_eval, evaluated, last_eval_time = run_eval(), True, now
+                if (tc["target_return"] and last_eval >= tc["target_return"]
+                        and progress["solved_seconds"] is None):
+                    progress["solved_seconds"], progress["solved_step"] = now, progress["global_step"]
+                    done = True
+            if now - last_log >= tc["log_interval"] or done:
+                steps = progress["global_step"] - log_steps
+                if episodes:
+                    ep_mean_return, ep_mean_length = ret_sum / episodes, len_sum / episodes
+                row = {"train_seconds": now, "global_step": progress["global_step"],
+                       "sps": steps / max(now - last_log, 1e-9), "episodes": episodes,
+                       "mean_return": ep_mean_return, "mean_length": ep_mean_length,
+                       "eval_return": last_eval if evaluated or tc["eval_interval"] > 0 else float("nan"),
+                       "learning_rate": optimizer.param_groups[0]["lr"], **losses,
+                       **{f"t_{k}": timers.total[k] for k in ("env", "copy", "forward", "learn", "eval")}}
+                logger.log(row)
+                last_log, log_steps = now, progress["global_step"]
+                episodes, ret_sum, len_sum = 0, 0.0, 0.0
+            if tc["checkpoint_interval"] > 0 and now - last_ckpt >= tc["checkpoint_interval"]:
+                progress["train_seconds"] = train_seconds()
+                save_checkpoint(ckpt_path, policy, optimizer, cfg, progress)
+                last_ckpt = now
+            if done:
+                break
+        progress["train_seconds"] = train_seconds()
+    except KeyboardInterrupt:
+        summary["interrupted"] = True
+        progress["train_seconds"] = train_seconds() if "clock" in locals() else progress["train_seconds"]
+        print("\ninterrupted: writing a final checkpoint", file=sys.stderr)
+    finally:
+        pool.close()
+        logger.close()
+        save_checkpoint(ckpt_path, policy, optimizer, cfg, progress)
+
+    summary.update(progress)
+    summary["timers"] = dict(timers.total)
+    summary["losses"] = losses
+    if not summary["interrupted"]:
+        policy.eval()
+        final = evaluate(policy, env, tc["eval_episodes"], eval_seed + 1, tc["eval_deterministic"], device)
+        summary["eval_return"] = final["mean_return"]
+    return summary

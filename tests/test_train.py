@@ -1,0 +1,208 @@
+"""shoal.train: PPO learns CartPole, checkpoints resume, masks are honoured, every env trains."""
+import glob
+import os
+import types
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from shoal import cli, config, train  # noqa: E402
+
+
+def small(env="cartpole", *flags):
+    return config.load(env, ["--train.dashboard", "none", "--train.tensorboard", "false",
+                             "--train.checkpoint-interval", "0", "--train.eval-interval", "0",
+                             "--train.eval-episodes", "8", *flags])
+
+
+def params(policy):
+    return {k: v.clone() for k, v in policy.state_dict().items()}
+
+
+def test_cartpole_return_clearly_improves(tmp_path):
+    cfg = small("cartpole", "--train.total-timesteps", "40000", "--train.max-train-seconds", "0")
+    spec = train.shoal.env_spec("cartpole")
+    torch.manual_seed(0)
+    untrained = train.Policy(spec)
+    before = train.evaluate(untrained, "cartpole", 8, seed=123)["mean_return"]
+    summary = train.train(cfg, run_dir=str(tmp_path))
+    assert summary["global_step"] >= 40000
+    assert summary["eval_return"] > max(150.0, 5 * before), (before, summary["eval_return"])
+    assert os.path.exists(tmp_path / "log.csv") and os.path.exists(tmp_path / "config.ini")
+    rows = (tmp_path / "log.csv").read_text().splitlines()
+    assert rows[0].startswith("train_seconds,global_step") and len(rows) >= 2
+
+
+def test_same_seed_same_result(tmp_path):
+    cfg = small("cartpole", "--train.total-timesteps", "2048")
+    a = train.train(cfg, run_dir=str(tmp_path / "a"))
+    b = train.train(cfg, run_dir=str(tmp_path / "b"))
+    pa = train.load_checkpoint(a["checkpoint"])["policy"]
+    pb = train.load_checkpoint(b["checkpoint"])["policy"]
+    assert all(torch.equal(pa[k], pb[k]) for k in pa)
+
+
+def test_checkpoint_save_and_resume(tmp_path, capsys):
+    cfg = small("cartpole", "--train.total-timesteps", "2048")  # 2 updates of 64 envs x 16 steps
+    first = train.train(cfg, run_dir=str(tmp_path))
+    ckpt = train.load_checkpoint(first["checkpoint"])
+    assert ckpt["progress"]["global_step"] == 2048 and ckpt["progress"]["update"] == 2
+    assert not glob.glob(str(tmp_path / "*.tmp*"))  # written atomically: no temp file left
+    # Loading gives back the very same policy.
+    policy, saved_cfg = train.policy_from_checkpoint(ckpt)
+    assert saved_cfg == cfg
+    assert all(torch.equal(policy.state_dict()[k], ckpt["policy"][k]) for k in ckpt["policy"])
+    # Resuming continues from the saved step with the saved optimizer state.
+    cfg2 = small("cartpole", "--train.total-timesteps", "4096")
+    resumed = train.train(cfg2, resume=first["checkpoint"], run_dir=str(tmp_path / "r"))
+    assert resumed["global_step"] == 4096 and resumed["update"] == 4
+    after = train.load_checkpoint(resumed["checkpoint"])
+    assert after["optimizer"]["state"][0]["step"] == 2 * ckpt["optimizer"]["state"][0]["step"]
+    # A checkpoint already at its total resumes without training.
+    again = train.train(cfg, resume=first["checkpoint"], run_dir=str(tmp_path / "s"))
+    again_ckpt = train.load_checkpoint(again["checkpoint"])
+    assert all(torch.equal(again_ckpt["policy"][k], ckpt["policy"][k]) for k in ckpt["policy"])
+    # The CLI resumes too, and eval reads the checkpoint (with a GIF).
+    assert cli.main(["train", "cartpole", "--resume", first["checkpoint"], "--run-dir", str(tmp_path / "c"),
+                     "--train.total-timesteps", "3072", "--train.dashboard", "none",
+                     "--train.eval-episodes", "4"]) == 0
+    gif = tmp_path / "out.gif"
+    assert cli.main(["eval", "cartpole", "--checkpoint", first["checkpoint"], "--episodes", "4",
+                     "--gif", str(gif), "--gif-steps", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "mean return" in out and gif.exists()
+
+
+def test_ctrl_c_writes_a_final_checkpoint(tmp_path, monkeypatch):
+    real = train.ppo_update
+    calls = []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(train, "ppo_update", interrupted)
+    summary = train.train(small("cartpole", "--train.total-timesteps", "100000"), run_dir=str(tmp_path))
+    assert summary["interrupted"]
+    assert train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]["update"] == 1
+
+
+def fake_rollout(T, R, obs_dim, masks, seed):
+    """A rollout whose masked-out rows hold seed-dependent garbage."""
+    g = torch.Generator().manual_seed(seed)
+    fixed = torch.Generator().manual_seed(0)
+    keep = masks.bool()
+    def mix(shape, fn):
+        a, b = fn(shape, fixed), fn(shape, g)
+        k = keep.view(*keep.shape, *([1] * (len(shape) - 2)))[: shape[0]]
+        return torch.where(k, a, b)
+    obs = mix((T + 1, R, obs_dim), lambda s, gen: torch.randn(s, generator=gen))
+    actions = mix((T, R, 1), lambda s, gen: torch.randint(0, 2, s, generator=gen))
+    logprobs = mix((T, R), lambda s, gen: -torch.rand(s, generator=gen))
+    values = mix((T + 1, R), lambda s, gen: torch.randn(s, generator=gen))
+    rewards = mix((T, R), lambda s, gen: torch.randn(s, generator=gen) * 100)
+    dones = torch.zeros(T + 1, R)
+    return types.SimpleNamespace(T=T, R=R, obs=obs, actions=actions, logprobs=logprobs, values=values,
+                                 rewards=rewards, dones=dones, masks=masks, device=torch.device("cpu"),
+                                 initial_state=None)
+
+
+def test_masked_rows_contribute_nothing():
+    T, R = 8, 6
+    masks = torch.ones(T + 1, R)
+    masks[:, 4:] = 0          # two absent rows
+    masks[5:, 1] = 0          # an agent that leaves mid-rollout
+    cfg = small("cartpole")
+    spec = train.shoal.env_spec("cartpole")
+    results = []
+    for garbage_seed in (1, 2):
+        torch.manual_seed(0)
+        policy = train.Policy(spec)
+        opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+        ro = fake_rollout(T, R, 4, masks, garbage_seed)
+        torch.manual_seed(1)
+        stats = train.ppo_update(policy, opt, ro, cfg)
+        results.append((params(policy), stats))
+    (p1, s1), (p2, s2) = results
+    assert all(torch.allclose(p1[k], p2[k], atol=1e-6) for k in p1)
+    assert s1 == pytest.approx(s2, rel=1e-5)
+
+
+def test_gae_stops_at_done_and_absent_rows():
+    T, R = 3, 2
+    rewards = torch.ones(T, R)
+    values = torch.zeros(T + 1, R)
+    values[T] = 10.0
+    dones = torch.zeros(T + 1, R)
+    masks = torch.ones(T + 1, R)
+    dones[2, 0] = 1           # row 0: episode ends after step 1
+    masks[3, 1] = 0           # row 1: absent at the bootstrap obs
+    adv, ret = train.gae(rewards, values, dones, masks, gamma=1.0, lam=1.0)
+    assert adv[:, 0].tolist() == [2.0, 1.0, 11.0]
+    assert adv[:, 1].tolist() == [3.0, 2.0, 1.0]
+    assert torch.equal(ret, adv + values[:T])
+
+
+@pytest.mark.parametrize("env,flags", [
+    ("snake", ["--vec.num-envs", "4", "--vec.backend", "multiprocessing", "--vec.num-workers", "2"]),
+    ("drive", ["--vec.num-envs", "2", "--vec.num-batches", "1", "--vec.backend", "serial"]),
+    ("explorer", ["--vec.num-envs", "4", "--vec.backend", "serial"]),
+    ("cartpole", ["--policy.lstm", "true", "--vec.num-envs", "8", "--vec.num-batches", "2"]),
+])
+def test_every_env_trains(tmp_path, env, flags):
+    cfg = small(env, "--train.num-steps", "8", "--train.eval-episodes", "2", *flags)
+    cfg["train"]["total_timesteps"] = 2 * 8 * cfg["vec"]["num_envs"] * train.shoal.env_spec(env).agents
+    summary = train.train(cfg, run_dir=str(tmp_path))
+    assert summary["update"] == 2
+    assert np.isfinite(summary["eval_return"])
+    assert all(np.isfinite(v) for v in summary["losses"].values())
+
+
+def _row():
+    return {"train_seconds": 1.0, "global_step": 100, "sps": 100.0, "episodes": 3, "mean_return": 5.0,
+            "mean_length": 5.0, "eval_return": float("nan"), "pg_loss": 0.1, "v_loss": 0.2, "entropy": 0.6,
+            "approx_kl": 0.01, "clipfrac": 0.0, "learning_rate": 1e-3,
+            **{f"t_{k}": 0.1 for k in ("env", "copy", "forward", "learn", "eval")}}
+
+
+def test_dashboard_rich_and_plain_fallback(tmp_path, monkeypatch, capsys):
+    cfg = small("cartpole")
+    pytest.importorskip("rich")
+    cfg["train"]["dashboard"] = "rich"
+    log = train.Logger(str(tmp_path), cfg, resume=False)
+    assert log.live is not None
+    log.log(_row())
+    log.close()
+    assert "mean return" in capsys.readouterr().out
+    # Without rich: plain printed lines, and the CSV all the same.
+    monkeypatch.setitem(__import__("sys").modules, "rich.live", None)
+    os.makedirs(tmp_path / "p")
+    log = train.Logger(str(tmp_path / "p"), cfg, resume=False)
+    assert log.live is None and log.plain
+    log.log(_row())
+    log.close()
+    out = capsys.readouterr().out
+    assert "steps" in out and "100" in out
+    assert len((tmp_path / "p" / "log.csv").read_text().splitlines()) == 2
+
+
+def test_rollout_records_the_pool_masks():
+    """Drive masks absent and finished cars: the rollout keeps the pool's masks per step."""
+    cfg = small("drive", "--vec.backend", "serial", "--vec.num-envs", "2", "--vec.num-batches", "2",
+                "--train.num-steps", "16")
+    pool = train.make_pool(cfg, "drive", seed=0)
+    try:
+        torch.manual_seed(0)
+        policy = train.Policy(pool.spec)
+        ro = train.Rollout(pool, policy, cfg, torch.device("cpu"), train.Timers())
+        ro.collect()
+        assert torch.equal(ro.masks[ro.T], torch.as_tensor(pool.masks, dtype=torch.float32))
+        assert (ro.masks == 0).any() and (ro.masks == 1).any()
+        stats = train.ppo_update(policy, torch.optim.Adam(policy.parameters()), ro, cfg)
+        assert all(np.isfinite(v) for v in stats.values())
+    finally:
+        pool.close()
