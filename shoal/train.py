@@ -156,17 +156,22 @@ class Timers:
 
 
 def check_backend(backend: str) -> None:
-    if backend == "cuda":
-        raise ValueError("[vec] backend = cuda: the CUDA backend is not available yet in this "
-                         "version of shoal; use serial or multiprocessing")
     if backend not in BACKENDS:
         raise ValueError(f"[vec] backend = {backend!r}: expected one of {', '.join(BACKENDS)}")
 
 
-def make_pool(cfg: dict, env: str, seed: int):
-    """The training pool: SAME_STEP autoreset, [vec] num_batches batches in flight."""
+def make_pool(cfg: dict, env: str, seed: int, device: torch.device = torch.device("cpu")):
+    """The training envs: SAME_STEP autoreset. CPU pools keep [vec] num_batches
+    batches in flight; backend cuda is the CUDA backend on the learner's
+    device (its tensors are the rollout's source: no host copies)."""
     vec = cfg["vec"]
     check_backend(vec["backend"])
+    if vec["backend"] == "cuda":
+        from shoal.cuda import CudaVecEnv
+        # check_actions=False: the policy's actions are in range by construction,
+        # and the check would sync the GPU every step.
+        return CudaVecEnv(env, vec["num_envs"], device=device, autoreset_mode="same_step",
+                          seed=seed, check_actions=False)
     num_envs = vec["num_envs"]
     batches = vec["num_batches"]
     if batches < 1 or num_envs % batches:
@@ -283,6 +288,74 @@ class Rollout:
         with torch.no_grad(), self.timers.time("forward"):  # V(obs[T]) bootstraps the rollout
             done = self.dones[T].to(self.device)
             _, self.values[T], _ = self.policy(self.obs[T], self.state, done)
+
+
+class DeviceRollout(Rollout):
+    """The rollout of the CUDA backend: the env's obs, rewards, flags and
+    masks are tensors on the learner's device already, so each step is one
+    device-side copy into the rollout and no host round trip. (With [train]
+    device = cpu, the backend runs its Cython loop on CPU tensors: the same
+    code path, testable anywhere.) Same buffers and semantics as Rollout."""
+
+    def __init__(self, env, policy: Policy, cfg: dict, device: torch.device, timers: Timers):
+        self.pool, self.policy, self.device, self.timers = env, policy, device, timers
+        self.T, self.R, self.B = cfg["train"]["num_steps"], env.num_rows, 1
+        self.gamma = cfg["train"]["gamma"]
+        self.bootstrap = cfg["train"]["bootstrap_truncation"]
+        self.discrete = len(env.action_space.shape) == 1
+        T, R = self.T, self.R
+        self.obs = torch.zeros((T + 1, R, *env.spec.obs_shape), dtype=env.obs.dtype, device=device)
+        self.obs_host = self.obs
+        self.rewards = torch.zeros((T, R), device=device)
+        self.dones = torch.zeros((T + 1, R), device=device)
+        self.masks = torch.ones((T + 1, R), device=device)
+        self.actions = torch.zeros((T, R, len(policy.nvec)), dtype=torch.long, device=device)
+        self.logprobs = torch.zeros((T, R), device=device)
+        self.values = torch.zeros((T + 1, R), device=device)
+        self.state = policy.initial_state(R, device)
+        self.initial_state = None
+        env.reset()  # seeded at construction
+        self._store(T, first=True)
+
+    def _store(self, t: int, first: bool = False) -> None:
+        """The env's current tensors into entry t (rewards into t - 1)."""
+        env = self.pool
+        with self.timers.time("copy"):
+            self.obs[t].copy_(env.obs)
+            self.dones[t].copy_(env.terminals | env.truncations)
+            self.masks[t].copy_(env.masks)
+            if first:
+                return
+            self.rewards[t - 1].copy_(env.rewards)
+        if self.bootstrap:
+            # A truncated episode did not end: its last reward also earns gamma * V(last obs).
+            idx = torch.nonzero(env.truncations & ~env.terminals).flatten()
+            if len(idx):
+                with torch.no_grad(), self.timers.time("forward"):
+                    state = None if self.state is None else (self.state[0][:, idx], self.state[1][:, idx])
+                    _, v, _ = self.policy(env.final_obs[idx], state, torch.zeros(len(idx), device=self.device))
+                self.rewards[t - 1, idx] += self.gamma * v
+
+    def collect(self) -> None:
+        T = self.T
+        self.obs[0] = self.obs[T]
+        self.dones[0], self.masks[0] = self.dones[T], self.masks[T]
+        if self.state is not None:
+            self.initial_state = (self.state[0].clone(), self.state[1].clone())
+        for t in range(T):
+            with torch.no_grad(), self.timers.time("forward"):
+                logits, value, state = self.policy(self.obs[t], self.state,
+                                                   self.dones[t] if self.state is not None else None)
+                action, logprob, _ = sample(logits, self.policy.nvec)
+                if state is not None:
+                    self.state = state
+                self.actions[t], self.logprobs[t], self.values[t] = action, logprob, value
+            with self.timers.time("env"):
+                a = action.to(torch.int32)
+                self.pool.step(a[:, 0] if self.discrete else a)
+            self._store(t + 1)
+        with torch.no_grad(), self.timers.time("forward"):
+            _, self.values[T], _ = self.policy(self.obs[T], self.state, self.dones[T])
 
 
 # ============================================================================
@@ -604,7 +677,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         torch.set_rng_state(ckpt["torch_rng"])
 
     # Each resume gets fresh env seeds (the pool's state is not checkpointed).
-    pool = make_pool(cfg, env, seed=seed * vc["num_envs"] + 7919 * progress["update"])
+    pool = make_pool(cfg, env, seed=seed * vc["num_envs"] + 7919 * progress["update"], device=device)
     timers = Timers()
     logger = Logger(run_dir, cfg, resume=bool(resume))
     batch = tc["num_steps"] * pool.num_rows
@@ -624,7 +697,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         return r["mean_return"]
 
     try:
-        ro = Rollout(pool, policy, cfg, device, timers)
+        ro = (DeviceRollout if vc["backend"] == "cuda" else Rollout)(pool, policy, cfg, device, timers)
         clock = time.perf_counter()
         base_seconds = progress["train_seconds"]
         last_log = last_ckpt = last_eval_time = 0.0

@@ -152,6 +152,9 @@ def test_gae_stops_at_done_and_absent_rows():
     ("drive", ["--vec.num-envs", "2", "--vec.num-batches", "1", "--vec.backend", "serial"]),
     ("explorer", ["--vec.num-envs", "4", "--vec.backend", "serial"]),
     ("cartpole", ["--policy.lstm", "true", "--vec.num-envs", "8", "--vec.num-batches", "2"]),
+    # the CUDA backend's rollout path, here on CPU tensors ([train] device = cpu)
+    ("snake", ["--vec.num-envs", "4", "--vec.backend", "cuda"]),
+    ("cartpole", ["--policy.lstm", "true", "--vec.num-envs", "8", "--vec.backend", "cuda"]),
 ])
 def test_every_env_trains(tmp_path, env, flags):
     cfg = small(env, "--train.num-steps", "8", "--train.eval-episodes", "2", *flags)
@@ -206,3 +209,29 @@ def test_rollout_records_the_pool_masks():
         assert all(np.isfinite(v) for v in stats.values())
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize("env", ["cartpole", "drive"])
+def test_cuda_backend_rollout_equals_the_cpu_pool_rollout(env):
+    """DeviceRollout over the CUDA backend (on CPU tensors here) collects
+    exactly what Rollout collects over a Serial pool: same seeds, same
+    policy, same sampled actions (CartPole: truncation bootstrap; Drive:
+    masks of departed agents)."""
+    cfg = small(env, "--vec.num-envs", "4", "--vec.num-batches", "1", "--train.num-steps", "64")
+    spec = train.shoal.env_spec(env)
+    rollouts = []
+    for backend in ("serial", "cuda"):
+        cfg["vec"]["backend"] = backend
+        pool = train.make_pool(cfg, env, seed=3)
+        torch.manual_seed(0)
+        policy = train.Policy(spec)
+        kind = train.DeviceRollout if backend == "cuda" else train.Rollout
+        ro = kind(pool, policy, cfg, torch.device("cpu"), train.Timers())
+        for _ in range(3):
+            ro.collect()
+        rollouts.append(ro)
+        pool.close()
+    a, b = rollouts
+    for name in ("obs", "rewards", "dones", "masks", "actions", "logprobs", "values"):
+        torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=0, atol=0, msg=name)
+    assert b.masks.min() == 0 or env == "cartpole", "Drive's agents leave within the rollout"
