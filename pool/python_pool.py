@@ -65,8 +65,7 @@ from shoal.pool.native import WorkerError, _Workers, available_cores, parse_auto
 from shoal.pool.spaces import (
     batch_bytes,
     carve_batch,
-    copy_batch_into,
-    fits_batch,
+    copy_if_fits,
     is_shareable,
     row_reader,
     row_writer,
@@ -632,9 +631,8 @@ class AsyncVectorEnv(VectorEnv):
         # env must see what SyncVectorEnv would pass it (a float64 row for a
         # float32 Box changes Pendulum's dynamics), so other dtypes, shapes
         # and lists travel pickled, as rows of `iterate`.
-        if self._memory.actions is not None and fits_batch(self.single_action_space,
-                                                           self._memory.actions, actions):
-            copy_batch_into(self.single_action_space, self._memory.actions, actions)
+        if self._memory.actions is not None and copy_if_fits(self.single_action_space,
+                                                             self._memory.actions, actions):
             self._start_command(lambda: _native.send(self._ctrl, 0, self.num_workers, _native.CMD_STEP))
         else:  # actions travel pickled, a block per worker
             per_env = list(iterate(self.action_space, actions))

@@ -122,50 +122,27 @@ def row_reader(space: spaces.Space, batch: Any) -> Callable[[int], Any]:
     raise CustomSpaceError(f"no row reader for {space}")
 
 
-def fits_batch(space: spaces.Space, batch: Any, values: Any) -> bool:
-    """Whether `values` has exactly the structure and shapes of `batch`, and
-    dtypes equal to its own or integers that widen into it, so that copying it
-    in changes no value an env would see."""
+def copy_if_fits(space: spaces.Space, batch: Any, values: Any) -> bool:
+    """Copy a user's batch (e.g. actions) into `batch` if it has exactly the
+    structure and shapes of `batch`, and dtypes equal to its own or integers
+    that widen into it, so that the copy changes no value an env would see.
+    Returns False (maybe after copying some leaves: the caller then sends the
+    values another way) when it does not fit."""
     if isinstance(space, _LEAVES):
         if not isinstance(values, np.ndarray) or values.shape != batch.shape:
             return False
         # Integers that widen losslessly (int32 actions for a Discrete's
         # int64 batch) reach the env with the same values: no need to pickle.
-        return values.dtype == batch.dtype or (
-            values.dtype.kind in "iu" and batch.dtype.kind in "iu"
-            and np.can_cast(values.dtype, batch.dtype, "safe"))
+        if values.dtype != batch.dtype and not (
+                values.dtype.kind in "iu" and batch.dtype.kind in "iu"
+                and np.can_cast(values.dtype, batch.dtype, "safe")):
+            return False
+        np.copyto(batch, values)
+        return True
     if isinstance(space, spaces.Tuple):
         return isinstance(values, (tuple, list)) and len(values) == len(space.spaces) and all(
-            fits_batch(sub, part, value) for sub, part, value in zip(space.spaces, batch, values))
+            copy_if_fits(sub, part, value) for sub, part, value in zip(space.spaces, batch, values))
     if isinstance(space, spaces.Dict):
         return hasattr(values, "keys") and set(values.keys()) == set(space.spaces) and all(
-            fits_batch(sub, batch[key], values[key]) for key, sub in space.spaces.items())
+            copy_if_fits(sub, batch[key], values[key]) for key, sub in space.spaces.items())
     return False
-
-
-def copy_batch_into(space: spaces.Space, batch: Any, values: Any, name: str = "actions") -> None:
-    """Copy a user's batch (e.g. actions) into `batch`, checking its structure
-    and shapes; values are cast like numpy's same_kind rule allows."""
-    if isinstance(space, _LEAVES):
-        array = np.asarray(values)
-        if array.shape != batch.shape:
-            raise ValueError(f"{name} must have shape {batch.shape} for {space}, got {array.shape}")
-        try:
-            np.copyto(batch, array, casting="same_kind")
-        except TypeError as e:
-            raise ValueError(f"{name} of dtype {array.dtype} cannot be cast to {batch.dtype} "
-                             f"for {space}") from e
-        return
-    if isinstance(space, spaces.Tuple):
-        if not isinstance(values, (tuple, list)) or len(values) != len(space.spaces):
-            raise ValueError(f"{name} must be a tuple of {len(space.spaces)} batches for {space}")
-        for i, (sub, part) in enumerate(zip(space.spaces, batch)):
-            copy_batch_into(sub, part, values[i], f"{name}[{i}]")
-        return
-    if isinstance(space, spaces.Dict):
-        if not hasattr(values, "keys") or set(values.keys()) != set(space.spaces):
-            raise ValueError(f"{name} must be a dict with keys {sorted(space.spaces)}")
-        for key, sub in space.spaces.items():
-            copy_batch_into(sub, batch[key], values[key], f"{name}[{key!r}]")
-        return
-    raise CustomSpaceError(f"cannot copy a batch of {space}")
