@@ -205,27 +205,35 @@ def cycling(table: np.ndarray) -> Callable[[], np.ndarray]:
 
 # ---- contenders: each builds its env(s), measures, and closes them ----------------------
 def bench_c_loop(n: int, s: Settings) -> list[float]:
-    """shoal's vector loop, `chunk` steps per nogil C call, one core."""
+    """shoal's CartPole vector loop, `chunk` steps per nogil C call, one core."""
     from shoal.envs import spec
-    from shoal.pool.layout import Buffers
 
-    env_spec = spec(ENV)
+    return run_c_loop(spec(ENV), n, action_table(n), s.seconds, s.warmup, s.repeats)
+
+
+def run_c_loop(env_spec, n: int, table: np.ndarray, seconds: float, warmup: float,
+                 repeats: int) -> list[float]:
+    """Agent-steps/s of an env's vector loop over n envs (NEXT_STEP
+    autoreset), stepped in nogil C calls of `chunk` steps; table: rows of
+    actions for all n * agents rows, cycled by the loop."""
+    from shoal.pool.layout import RESEED, Buffers
+
     binding = env_spec.load_binding()
     buffers = Buffers(env_spec, n, 1, shared=False)
     try:
-        buffers.reset_requests[:] = 2  # RESEED
+        buffers.reset_requests[:] = RESEED
         buffers.seeds[:] = np.arange(n, dtype=np.uint64)
         block = binding.Block(buffers, 0, n, 0)  # mode 0: NEXT_STEP autoreset
         block.reset()
-        table = action_table(n)
-        chunk = _calibrate_chunk(block, table, n)
-        return measure(lambda: block.run_steps(table, chunk) or chunk * n,
-                       s.seconds, s.warmup, s.repeats)
+        table = np.ascontiguousarray(table.reshape(len(table), -1))
+        rows = n * env_spec.agents
+        chunk = _calibrate_chunk(block, table)
+        return measure(lambda: block.run_steps(table, chunk) or chunk * rows, seconds, warmup, repeats)
     finally:
         buffers.close()
 
 
-def _calibrate_chunk(block, table: np.ndarray, n: int) -> int:
+def _calibrate_chunk(block, table: np.ndarray) -> int:
     """Steps per run_steps call so that one call takes ~C_LOOP_CALL_SECONDS
     (long enough to hide the call, short enough to stop on time)."""
     steps = 1

@@ -18,8 +18,6 @@ agent-steps/s per core: Snake >= 10 M, Drive >= 1 M, Explorer >= 1 M.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 ROWS_PER_STEP = 8192
@@ -37,42 +35,11 @@ def _actions(spec, binding, rows: int, seed: int = 0) -> np.ndarray:
     return np.ascontiguousarray(table)
 
 
-def _rate(step, seconds: float, warmup: float, repeats: int) -> list[float]:
-    """Rates (agent-steps/s) of `step` (which returns agent-steps run)."""
-    def run(duration):
-        steps, start = 0, time.perf_counter()
-        while True:
-            steps += step()
-            now = time.perf_counter()
-            if now - start >= duration:
-                return steps / (now - start)
-    if warmup > 0:
-        run(warmup)
-    return [run(seconds) for _ in range(repeats)]
-
-
 def bench_c_loop(spec, num_envs: int, seconds: float, warmup: float, repeats: int) -> list[float]:
-    from shoal.pool.layout import RESEED, Buffers
+    from shoal.bench import run_c_loop
 
-    binding = spec.load_binding()
-    buffers = Buffers(spec, num_envs, 1, shared=False)
-    try:
-        buffers.reset_requests[:] = RESEED
-        buffers.seeds[:] = np.arange(num_envs, dtype=np.uint64)
-        block = binding.Block(buffers, 0, num_envs, 0)
-        block.reset()
-        rows = num_envs * spec.agents
-        table = _actions(spec, binding, rows).reshape(TABLE_ROWS, -1)
-        chunk = 1
-        while True:  # steps per nogil call: long enough to hide the call
-            start = time.perf_counter()
-            block.run_steps(table, chunk)
-            if time.perf_counter() - start > 0.005:
-                break
-            chunk *= 2
-        return _rate(lambda: block.run_steps(table, chunk) or chunk * rows, seconds, warmup, repeats)
-    finally:
-        buffers.close()
+    rows = num_envs * spec.agents
+    return run_c_loop(spec, num_envs, _actions(spec, spec.load_binding(), rows), seconds, warmup, repeats)
 
 
 def bench_pool(spec, num_envs: int, backend: str, seconds: float, warmup: float,
@@ -81,18 +48,18 @@ def bench_pool(spec, num_envs: int, backend: str, seconds: float, warmup: float,
     present (mask true) after the step, e.g. Drive's agents that have not
     crashed or arrived yet."""
     import shoal
+    from shoal.bench import cycling, measure
 
     pool = shoal.make(spec.name, num_envs, backend=backend, seed=0)
     try:
         pool.reset(seed=0)
-        table = _actions(spec, spec.load_binding(), pool.num_rows)
-        counter = iter(range(1 << 62))
+        next_actions = cycling(_actions(spec, spec.load_binding(), pool.num_rows))
 
         def step():
-            pool.step(table[next(counter) % TABLE_ROWS])
+            pool.step(next_actions())
             return int(np.count_nonzero(pool.masks)) if live_only else pool.num_rows
 
-        return _rate(step, seconds, warmup, repeats)
+        return measure(step, seconds, warmup, repeats)
     finally:
         pool.close()
 
