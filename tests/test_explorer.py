@@ -8,6 +8,9 @@ import pytest
 from shoal.envs import spec
 from shoal.pool import Multiprocessing, Serial
 
+import helpers
+from helpers import assert_same_arrays
+
 TASKS = ["explorer", "explorer_pointgoal"]
 AGENTS, RAYS, MAX_STEPS = 4, 32, 500
 FOV, HEADINGS, RADIUS, MAP = np.pi / 2, 32, 0.25, 16
@@ -22,18 +25,7 @@ def random_actions(rows, steps, seed=0):
 
 
 def rollout(pool, actions, seed=3):
-    obs, _ = pool.reset(seed=seed)
-    out = [obs.copy(), pool.masks.copy()]
-    for a in actions:
-        obs, rew, term, trunc, _ = pool.step(a)
-        out += [obs.copy(), rew.copy(), term.copy(), trunc.copy(), pool.masks.copy()]
-    return out
-
-
-def assert_same(a, b):
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        np.testing.assert_array_equal(x, y)
+    return helpers.rollout(pool, actions, seed)
 
 
 def env_bytes(pool, i):
@@ -136,10 +128,10 @@ def test_bit_identical_across_backends_and_worker_counts(name, no_leaks):
     actions = random_actions(n * AGENTS, steps)
     reference = rollout(Serial(name, n), actions)
     assert sum(tr.sum() for tr in reference[5::5]) > 0  # episodes did end
-    assert_same(rollout(Serial(name, n, num_workers=3), actions), reference)
+    assert_same_arrays(rollout(Serial(name, n, num_workers=3), actions), reference)
     for workers in (1, 2, 3):
         with Multiprocessing(name, n, num_workers=workers) as pool:
-            assert_same(rollout(pool, actions), reference)
+            assert_same_arrays(rollout(pool, actions), reference)
 
 
 @pytest.mark.parametrize("name", TASKS)
@@ -150,7 +142,7 @@ def test_env_i_of_a_pool_is_a_single_env_seeded_s_plus_i(name):
     for i in range(n):
         rows = slice(i * AGENTS, (i + 1) * AGENTS)
         single = rollout(Serial(name, 1, num_workers=1), actions[:, rows], seed=seed + i)
-        assert_same(single, [x[rows] for x in whole])
+        assert_same_arrays(single, [x[rows] for x in whole])
     # different seeds give different floorplans / starts
     assert not np.array_equal(whole[0][:AGENTS], whole[0][AGENTS:2 * AGENTS])
 

@@ -17,6 +17,8 @@ import shoal.envs
 from shoal.pool.gym_native import NativeVectorEnv
 from shoal.registration import register_envs
 
+from helpers import assert_same
+
 ENV_ID = "shoal/CartPole-v0"
 NUM_ENVS = 4
 STEPS = 600  # past 500, so the balanced env 0 is truncated once
@@ -39,31 +41,6 @@ def actions_for(obs, rng):
     actions = rng.integers(0, 2, size=len(obs))
     actions[0] = int(obs[0, 2] + 0.5 * obs[0, 3] > 0)
     return actions
-
-
-def assert_same(ours, reference, where="result"):
-    """Equal values, types, dtypes and shapes, recursively through dicts and
-    object arrays (Sync's final_obs)."""
-    if isinstance(reference, dict):
-        assert isinstance(ours, dict), where
-        assert sorted(ours) == sorted(reference), f"{where}: keys {sorted(ours)} != {sorted(reference)}"
-        for key in reference:
-            assert_same(ours[key], reference[key], f"{where}[{key!r}]")
-    elif isinstance(reference, tuple):
-        assert isinstance(ours, tuple) and len(ours) == len(reference), where
-        for k, (a, b) in enumerate(zip(ours, reference)):
-            assert_same(a, b, f"{where}[{k}]")
-    elif isinstance(reference, np.ndarray):
-        assert isinstance(ours, np.ndarray), f"{where}: {type(ours)}"
-        assert (ours.dtype, ours.shape) == (reference.dtype, reference.shape), \
-            f"{where}: {ours.dtype}{ours.shape} != {reference.dtype}{reference.shape}"
-        if reference.dtype == object:
-            for i, (a, b) in enumerate(zip(ours, reference)):
-                assert_same(a, b, f"{where}[{i}]")
-        else:
-            np.testing.assert_array_equal(ours, reference, err_msg=where)
-    else:
-        assert type(ours) is type(reference) and ours == reference, f"{where}: {ours!r} != {reference!r}"
 
 
 def run_side_by_side(native, sync, mode, seed, steps=STEPS):

@@ -11,19 +11,11 @@ import shoal
 from shoal.pool import Multiprocessing, Serial, WorkerError
 from shoal.single import SingleEnv
 
+from helpers import assert_same_arrays, rollout
+
 
 def action_table(num_envs, steps, seed=0):
     return np.random.default_rng(seed).integers(0, 2, size=(steps, num_envs)).astype(np.int32)
-
-
-def rollout(pool, actions, seed=7):
-    """All outputs of a reset and len(actions) steps, copied."""
-    obs, _ = pool.reset(seed=seed)
-    out = [obs.copy()]
-    for a in actions:
-        obs, rew, term, trunc, _ = pool.step(a)
-        out += [obs.copy(), rew.copy(), term.copy(), trunc.copy()]
-    return out
 
 
 def async_rollout(pool, actions, seed=7):
@@ -34,16 +26,17 @@ def async_rollout(pool, actions, seed=7):
     for _ in range(n // b):
         o, *_ , info = pool.recv()
         obs[info["env_id"]] = o
-    out = [obs.copy()]
+    out = [obs.copy(), pool.masks.copy()]
     # answer every batch, then collect a full step's worth of batches
     ids = [np.arange(k * b, (k + 1) * b) for k in range(n // b)]
     for a in actions:
         for env_id in ids:
             pool.send(a[env_id], env_id)
-        step = [np.zeros((n, 4), np.float32), np.zeros(n, np.float32), np.zeros(n, bool), np.zeros(n, bool)]
+        step = [np.zeros((n, 4), np.float32), np.zeros(n, np.float32), np.zeros(n, bool), np.zeros(n, bool),
+                np.zeros(n, bool)]
         for _ in ids:
             o, r, t, tr, info = pool.recv()
-            for buf, val in zip(step, (o, r, t, tr)):
+            for buf, val in zip(step, (o, r, t, tr, pool.masks[info["env_id"]])):
                 buf[info["env_id"]] = val
         out += step
     for env_id in ids:  # leave nothing in flight
@@ -53,25 +46,19 @@ def async_rollout(pool, actions, seed=7):
     return out
 
 
-def assert_same(a, b):
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        np.testing.assert_array_equal(x, y)
-
-
 def test_bit_identical_across_backends_and_worker_counts(no_leaks):
     n, steps = 24, 600  # long enough for many autoresets
     actions = action_table(n, steps)
     reference = rollout(Serial("CartPole", n), actions)
     assert sum(t.sum() for t in reference[3::4]) > 10  # episodes did end
-    assert_same(rollout(Serial("CartPole", n, num_workers=3), actions), reference)
+    assert_same_arrays(rollout(Serial("CartPole", n, num_workers=3), actions), reference)
     for workers in (1, 2, 3):
         with Multiprocessing("CartPole", n, num_workers=workers) as pool:
-            assert_same(rollout(pool, actions), reference)
+            assert_same_arrays(rollout(pool, actions), reference)
     with Multiprocessing("CartPole", n, num_workers=2, batch_size=12) as pool:
-        assert_same(async_rollout(pool, actions), reference)
+        assert_same_arrays(async_rollout(pool, actions), reference)
     with Serial("CartPole", n, batch_size=6) as pool:
-        assert_same(async_rollout(pool, actions), reference)
+        assert_same_arrays(async_rollout(pool, actions), reference)
 
 
 @pytest.mark.parametrize("context", ["spawn", "forkserver"])
@@ -79,7 +66,7 @@ def test_other_start_methods_match_fork(context, no_leaks):
     n, actions = 8, action_table(8, 50)
     reference = rollout(Serial("CartPole", n), actions)
     with Multiprocessing("CartPole", n, num_workers=2, context=context) as pool:
-        assert_same(rollout(pool, actions), reference)
+        assert_same_arrays(rollout(pool, actions), reference)
 
 
 def test_autoreset_mode_accepts_enum_and_names():

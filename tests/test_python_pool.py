@@ -17,6 +17,8 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from shoal.pool import AsyncVectorEnv
 
+from helpers import assert_same
+
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 
 
@@ -164,35 +166,6 @@ def gym_fns(env_id, n):
 # ---------------------------------------------------------------------------
 # Exact comparison
 # ---------------------------------------------------------------------------
-
-def assert_same(ours, ref, where="result"):
-    """Same structure (dict keys in order, tuples), types, dtypes, shapes and
-    bit-identical values, recursively through object arrays (final_obs)."""
-    if isinstance(ref, dict):
-        assert type(ours) is dict, f"{where}: {type(ours)}"
-        assert list(ours) == list(ref), f"{where}: keys {list(ours)} != {list(ref)}"
-        for key in ref:
-            assert_same(ours[key], ref[key], f"{where}[{key!r}]")
-    elif isinstance(ref, tuple):
-        assert type(ours) is tuple and len(ours) == len(ref), f"{where}: {ours!r} != {ref!r}"
-        for k, (a, b) in enumerate(zip(ours, ref)):
-            assert_same(a, b, f"{where}[{k}]")
-    elif isinstance(ref, np.ndarray):
-        assert type(ours) is np.ndarray, f"{where}: {type(ours)}"
-        assert (ours.dtype, ours.shape) == (ref.dtype, ref.shape), \
-            f"{where}: {ours.dtype}{ours.shape} != {ref.dtype}{ref.shape}"
-        if ref.dtype == object:
-            for i, (a, b) in enumerate(zip(ours.ravel(), ref.ravel())):
-                assert_same(a, b, f"{where}[{i}]")
-        else:
-            assert ours.tobytes() == ref.tobytes(), f"{where}: {ours} != {ref}"
-    else:
-        assert type(ours) is type(ref), f"{where}: {type(ours)} != {type(ref)}"
-        if isinstance(ref, (float, np.floating)) and np.isnan(ref):
-            assert np.isnan(ours), where
-        else:
-            assert ours == ref, f"{where}: {ours!r} != {ref!r}"
-
 
 def assert_step_same(ours, ref, where):
     assert len(ours) == len(ref) == 5
