@@ -13,6 +13,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from pettingzoo import ParallelEnv
 
+from shoal import render
+from shoal.envs import spec as env_spec
 from shoal.pool.native import Serial
 
 
@@ -20,14 +22,9 @@ class ShoalParallelEnv(ParallelEnv):
     """Shoal env `env_name` as a pettingzoo ParallelEnv (module doc)."""
 
     def __init__(self, env_name: str = "cartpole", render_mode: str | None = None):
-        self._pool = Serial(env_name, 1, autoreset_mode=AutoresetMode.DISABLED)
-        spec = self._pool.spec
-        from shoal import render
-        try:
-            render.check_render_mode(spec, render_mode)
-        except ValueError:
-            self._pool.close()
-            raise
+        spec = env_spec(env_name)
+        render.check_render_mode(spec, render_mode)
+        self._pool = Serial(spec, 1, autoreset_mode=AutoresetMode.DISABLED)
         self.render_mode = render_mode
         self.metadata = {**render.env_metadata(spec), "name": f"shoal/{spec.name}",
                          "is_parallelizable": True}
@@ -73,9 +70,6 @@ class ShoalParallelEnv(ParallelEnv):
 
     def render(self):
         """An RGB frame ("rgb_array") or a text view ("ansi"); None without a render_mode."""
-        if self.render_mode is None:
-            return None
-        from shoal import render
         return render.render(self._pool, self.render_mode)
 
     def close(self):

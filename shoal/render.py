@@ -53,7 +53,11 @@ def text(pool, index: int = 0) -> str:
     return pool.spec.load_binding().render_text(env_bytes(pool, index))
 
 
-def render(pool, render_mode: str, index: int = 0):
+def render(pool, render_mode: str | None, index: int = 0):
+    """What env.render() returns for `render_mode`: a frame, a text view, or
+    None without a render mode."""
+    if render_mode is None:
+        return None
     return frame(pool, index) if render_mode == "rgb_array" else text(pool, index)
 
 

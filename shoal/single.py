@@ -11,6 +11,8 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from shoal import render
+from shoal.envs import spec as env_spec
 from shoal.pool.native import Serial
 
 
@@ -23,17 +25,12 @@ class SingleEnv(gymnasium.Env):
     metadata = {"render_modes": ["rgb_array", "ansi"]}
 
     def __init__(self, env_name: str = "CartPole", render_mode: str | None = None):
-        self._pool = Serial(env_name, 1, autoreset_mode=AutoresetMode.DISABLED)
-        spec = self._pool.spec
+        spec = env_spec(env_name)
         if spec.agents != 1:
             raise ValueError(f"{spec.name} has {spec.agents} agents per env; use the pool or "
                              f"the pettingzoo view for multi-agent envs")
-        from shoal import render
-        try:
-            render.check_render_mode(spec, render_mode)
-        except ValueError:
-            self._pool.close()
-            raise
+        render.check_render_mode(spec, render_mode)
+        self._pool = Serial(spec, 1, autoreset_mode=AutoresetMode.DISABLED)
         self.metadata = render.env_metadata(spec)
         self.observation_space = spec.single_observation_space
         self.action_space = spec.single_action_space
@@ -54,9 +51,6 @@ class SingleEnv(gymnasium.Env):
 
     def render(self):
         """An RGB frame ("rgb_array") or a text view ("ansi"); None without a render_mode."""
-        if self.render_mode is None:
-            return None
-        from shoal import render
         return render.render(self._pool, self.render_mode)
 
     def close(self):
