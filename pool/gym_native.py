@@ -152,8 +152,7 @@ class NativeVectorEnv(VectorEnv):
                 raise ValueError(f"{self._pool.spec.name} has {a} agent rows per env, which reset "
                                  f"together: a seed list must repeat each env's seed for its {a} rows")
             seed = per_env
-        elif isinstance(seed, (int, np.integer)):
-            pass  # env e gets seed + e; its rows report that seed
+        # (an int seed s already means env e gets s + e: its rows report that seed)
         if reset_mask is not None:
             by_env = reset_mask.reshape(-1, a)
             if not (by_env == by_env[:, :1]).all():
