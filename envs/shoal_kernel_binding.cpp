@@ -19,6 +19,10 @@
 extern "C" {
 int SHOAL_B(cuda_step)(void* envs, void* eps, int64_t n, const void* act, void* obs, void* rew,
                        void* term, void* trunc, void* mask, void* final_obs, int mode, void* stream);
+int SHOAL_B(cuda_step_staged)(void* envs, void* eps, int64_t n, const void* act, void* obs,
+                              void* rew, void* term, void* trunc, void* mask, void* final_obs,
+                              int mode, int threads, int stage_obs, void* stream);
+size_t SHOAL_B(cuda_staged_smem)(int threads, int stage_obs);
 int SHOAL_B(cuda_reset)(void* envs, void* eps, int64_t n, const void* requests, const void* seeds,
                         void* obs, void* rew, void* term, void* trunc, void* mask, void* stream);
 int SHOAL_B(cuda_set_assets)(const void* device_ptr, size_t bytes);
@@ -48,6 +52,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         check(SHOAL_B(cuda_step)(ptr(envs), ptr(eps), n, ptr(act), ptr(obs), ptr(rew), ptr(term),
                                  ptr(trunc), ptr(mask), ptr(final_obs), mode, ptr(stream)),
               "step");
+    });
+    m.def("step_staged", [](std::uintptr_t envs, std::uintptr_t eps, int64_t n, std::uintptr_t act,
+                            std::uintptr_t obs, std::uintptr_t rew, std::uintptr_t term,
+                            std::uintptr_t trunc, std::uintptr_t mask, std::uintptr_t final_obs,
+                            int mode, int threads, int stage_obs, std::uintptr_t stream) {
+        check(SHOAL_B(cuda_step_staged)(ptr(envs), ptr(eps), n, ptr(act), ptr(obs), ptr(rew),
+                                        ptr(term), ptr(trunc), ptr(mask), ptr(final_obs), mode,
+                                        threads, stage_obs, ptr(stream)),
+              "step_staged");
+    });
+    m.def("staged_smem", [](int threads, int stage_obs) {
+        return SHOAL_B(cuda_staged_smem)(threads, stage_obs);
     });
     m.def("reset", [](std::uintptr_t envs, std::uintptr_t eps, int64_t n, std::uintptr_t requests,
                       std::uintptr_t seeds, std::uintptr_t obs, std::uintptr_t rew,

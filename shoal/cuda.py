@@ -149,6 +149,30 @@ def _cuda_device(device: torch.device) -> torch.device:
     return torch.device("cuda", index)
 
 
+STEP_KERNELS = ("direct", "staged", "staged_obs")
+# step_kernel="auto": the fastest variant per env measured on an H100 at
+# 2^20 envs (scripts/profile_gpu.py; docs/results.md). Envs not listed: direct.
+STEP_KERNEL_AUTO: dict[str, str] = {}
+
+
+def staged_threads(module, stage_obs: bool, device: torch.device, wanted: int | None) -> int:
+    """Threads per block of a staged kernel: `wanted`, else the largest of
+    128, 96, 64, 32 whose shared-memory stage fits the device (0: none fits)."""
+    limit = getattr(torch.cuda.get_device_properties(device), "shared_memory_per_block_optin", 48 * 1024)
+    if wanted is not None:
+        if wanted <= 0 or wanted % 32:
+            raise ValueError(f"threads_per_block must be a positive multiple of 32, got {wanted}")
+        if module.staged_smem(wanted, int(stage_obs)) > limit:
+            raise ValueError(f"threads_per_block={wanted}: the staged kernel needs "
+                             f"{module.staged_smem(wanted, int(stage_obs))} bytes of shared memory "
+                             f"per block, the device allows {limit}")
+        return wanted
+    for threads in (128, 96, 64, 32):
+        if module.staged_smem(threads, int(stage_obs)) <= limit:
+            return threads
+    return 0
+
+
 _TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.uint8): torch.uint8,
                  np.dtype(np.int32): torch.int32, np.dtype(np.int8): torch.int8,
                  np.dtype(np.int16): torch.int16, np.dtype(np.float64): torch.float64}
@@ -166,6 +190,14 @@ class CudaVecEnv:
         check_actions: validate action range every step. On the GPU this
             costs a device-to-host sync per step; turn it off for benchmarks
             (out-of-range actions are then the env header's business).
+        step_kernel: how the GPU step runs (outputs are identical):
+            "direct": each thread works on its env struct in global memory;
+            "staged": a block's env structs are copied to shared memory with
+            coalesced loads, stepped there and copied back; "staged_obs":
+            the obs rows too; "auto" (default): the measured best for the
+            env (STEP_KERNEL_AUTO; docs/results.md). Ignored on the CPU.
+        threads_per_block: block size of the staged kernels (a multiple of
+            32; default: the largest of 32..128 whose stage fits in shared memory).
 
     Attributes (tensors on `device`, updated in place): obs, rewards,
     terminals, truncations, masks, env_states (raw env structs, uint8),
@@ -177,7 +209,8 @@ class CudaVecEnv:
 
     def __init__(self, env: str | EnvSpec, num_envs: int, *, device="cuda",
                  autoreset_mode=AutoresetMode.NEXT_STEP, seed: int | None = None,
-                 check_actions: bool = True):
+                 check_actions: bool = True, step_kernel: str = "auto",
+                 threads_per_block: int | None = None):
         self.closed = True
         self.spec = lookup_spec(env) if isinstance(env, str) else env
         if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
@@ -194,6 +227,10 @@ class CudaVecEnv:
         self.action_space = batch_space(self.single_action_space, self.num_rows)
         self._nvec = torch.tensor(self.spec.action_nvec, dtype=torch.int64)
         self._mode = _MODE_CODES[self.autoreset_mode]
+        if step_kernel not in STEP_KERNELS + ("auto",):
+            raise ValueError(f"step_kernel must be one of {', '.join(STEP_KERNELS)} or 'auto', "
+                             f"got {step_kernel!r}")
+        self.step_kernel, self.threads_per_block = step_kernel, threads_per_block
         device = torch.device(device)
         if device.type == "cpu":
             self.device = device
@@ -224,6 +261,19 @@ class CudaVecEnv:
         self._pool = None
         self._kernel = load_kernel(self.spec)
         _upload_assets(self.spec, self._kernel, self.device)
+        kind = self.step_kernel
+        if kind == "auto":
+            kind = STEP_KERNEL_AUTO.get(self.spec.name, "direct")
+        self._threads = 0
+        if kind != "direct":
+            self._threads = staged_threads(self._kernel, kind == "staged_obs", self.device,
+                                           self.threads_per_block)
+            if self._threads == 0:  # the stage does not fit: an explicit choice is an error
+                if self.step_kernel != "auto":
+                    raise ValueError(f"step_kernel={kind!r}: {self.spec.name}'s stage does not fit "
+                                     f"in this GPU's shared memory even at 32 threads per block")
+                kind = "direct"
+        self.step_kernel = kind
         binding = self.spec.load_binding()
         dev, n, rows = self.device, self.num_envs, self.num_rows
         obs_dtype = _TORCH_DTYPES[np.dtype(self.spec.obs_dtype)]
@@ -326,12 +376,16 @@ class CudaVecEnv:
         else:
             a = self._actions_tensor(actions)
             final = self.final_obs.data_ptr() if self.final_obs is not None else 0
+            args = (self.env_states.data_ptr(), self.episodes.data_ptr(), self.num_envs,
+                    a.data_ptr(), self.obs.data_ptr(), self.rewards.data_ptr(),
+                    self.terminals.data_ptr(), self.truncations.data_ptr(),
+                    self.masks.data_ptr(), final, self._mode)
             with torch.cuda.device(self.device):
-                self._kernel.step(self.env_states.data_ptr(), self.episodes.data_ptr(),
-                                  self.num_envs, a.data_ptr(), self.obs.data_ptr(),
-                                  self.rewards.data_ptr(), self.terminals.data_ptr(),
-                                  self.truncations.data_ptr(), self.masks.data_ptr(), final,
-                                  self._mode, self._stream())
+                if self.step_kernel == "direct":
+                    self._kernel.step(*args, self._stream())
+                else:
+                    self._kernel.step_staged(*args, self._threads,
+                                             int(self.step_kernel == "staged_obs"), self._stream())
         info = {}
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             torch.logical_or(self.terminals, self.truncations, out=self._final_mask)
@@ -371,5 +425,6 @@ class CudaVecEnv:
         self.close()
 
     def __repr__(self):
-        return (f"CudaVecEnv({self.spec.name}, num_envs={self.num_envs}, device={str(self.device)!r}"
+        kernel = f", step_kernel={self.step_kernel!r}" if self.device.type == "cuda" else ""
+        return (f"CudaVecEnv({self.spec.name}, num_envs={self.num_envs}, device={str(self.device)!r}{kernel}"
                 f"{', closed' if self.closed else ''})")

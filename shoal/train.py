@@ -444,14 +444,14 @@ def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict) -> dict:
             nn.utils.clip_grad_norm_(policy.parameters(), tc["max_grad_norm"])
             optimizer.step()
 
-            with torch.no_grad():
-                stats["pg_loss"] += pg_loss.item()
-                stats["v_loss"] += v_loss.item()
-                stats["entropy"] += entropy_loss.item()
-                stats["approx_kl"] += masked_mean((ratio - 1) - log_ratio, w, n).item()
-                stats["clipfrac"] += masked_mean(((ratio - 1).abs() > tc["clip_coef"]).float(), w, n).item()
+            with torch.no_grad():  # summed on the device: one host sync per update, not per minibatch
+                stats["pg_loss"] += pg_loss.detach()
+                stats["v_loss"] += v_loss.detach()
+                stats["entropy"] += entropy_loss.detach()
+                stats["approx_kl"] += masked_mean((ratio - 1) - log_ratio, w, n)
+                stats["clipfrac"] += masked_mean(((ratio - 1).abs() > tc["clip_coef"]).float(), w, n)
             count += 1
-    return {k: v / max(count, 1) for k, v in stats.items()}
+    return {k: float(v) / max(count, 1) for k, v in stats.items()}
 
 
 # ============================================================================

@@ -175,15 +175,21 @@ def test_missing_nvcc_is_a_clear_error(monkeypatch):
 
 
 # ---- parity, on a GPU ------------------------------------------------------------
-def pair(name, num_envs, **kwargs):
+KERNELS = ["direct", "staged", "staged_obs"]
+
+
+def pair(name, num_envs, step_kernel="auto", **kwargs):
     return (CudaVecEnv(name, num_envs, device="cpu", **kwargs),
-            CudaVecEnv(name, num_envs, device="cuda", **kwargs))
+            CudaVecEnv(name, num_envs, device="cuda", step_kernel=step_kernel, **kwargs))
 
 
 @needs_gpu
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
-def test_snake_is_bit_exact_on_gpu(mode):
-    cpu, gpu = pair("Snake", 32, seed=3, autoreset_mode=mode)
+def test_snake_is_bit_exact_on_gpu(mode, kernel):
+    # 37 envs: the last block of a staged kernel is partly empty
+    cpu, gpu = pair("Snake", 37, seed=3, autoreset_mode=mode, step_kernel=kernel, threads_per_block=32
+                    if kernel != "direct" else None)
     rng = np.random.default_rng(1)
     a, _ = cpu.reset(seed=7)
     b, _ = gpu.reset(seed=7)
@@ -202,14 +208,15 @@ def test_snake_is_bit_exact_on_gpu(mode):
 
 
 @needs_gpu
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("name", FLOAT_ENVS)
-def test_float_envs_agree_per_step_from_identical_states(name):
+def test_float_envs_agree_per_step_from_identical_states(name, kernel):
     """Each step starts both sides from the same bytes (env structs and
     episode bookkeeping copied CPU -> GPU), so errors cannot compound. Rows
     must agree within float32 tolerance; a row may differ only where a
     last-ulp difference of a GPU math function (sinf, atan2f, ...) tips a
     threshold, which must stay rarer than 1 row in 5000."""
-    cpu, gpu = pair(name, 128, seed=2)
+    cpu, gpu = pair(name, 128, seed=2, step_kernel=kernel)
     cpu.reset(seed=9)
     rng = np.random.default_rng(2)
     bad_rows = rows = 0
@@ -267,3 +274,18 @@ def test_gpu_api():
     assert torch.equal(env.obs[:2 * rows], stepped[:2 * rows])
     with pytest.raises(ValueError, match="out of range"):
         env.step(torch.full(env.actions.shape, 99, dtype=torch.int32, device="cuda"))
+
+
+@needs_gpu
+def test_step_kernel_choice_and_errors():
+    from shoal.cuda import STEP_KERNEL_AUTO, STEP_KERNELS
+    assert set(STEP_KERNEL_AUTO.values()) <= set(STEP_KERNELS)
+    env = CudaVecEnv("Snake", 40, device="cuda", seed=0, step_kernel="staged")
+    assert env.step_kernel == "staged" and env._threads % 32 == 0 and env._threads > 0
+    assert "step_kernel='staged'" in repr(env)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        CudaVecEnv("Snake", 8, device="cuda", step_kernel="staged", threads_per_block=48)
+    with pytest.raises(ValueError, match="shared memory"):   # 1024 * 2.6 KB
+        CudaVecEnv("Snake", 8, device="cuda", step_kernel="staged", threads_per_block=1024)
+    auto = CudaVecEnv("Snake", 8, device="cuda", seed=0)
+    assert auto.step_kernel == STEP_KERNEL_AUTO.get("Snake", "direct")

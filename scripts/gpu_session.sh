@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# One session on the offline GPU machine (see docs/results.md, "CPU vs GPU").
+#
+#     bash scripts/gpu_session.sh OUT STAGE [STAGE ...]
+#
+# Run from the repository root, with .whl/site312.tar.xz beside it: the
+# pure-Python and binary packages the GPU machine lacks (gymnasium,
+# pettingzoo, mpe2, pillow, rich, a trimmed EnvPool), unpacked onto
+# PYTHONPATH. Every stage logs to OUT/<stage>.log and never stops the others
+# (each has its own time limit). Stages:
+#
+#   setup      install shoal (-e), build every CUDA kernel in parallel, versions
+#   gputests   the CUDA tests (parity, kernels, nvcc), verbose
+#   suite      the whole test suite
+#   quick      scripts/compare_cpu_gpu.py --quick for every env
+#   profile    Nsight Compute / torch profiler of the GPU kernels
+#   compare    scripts/compare_cpu_gpu.py (full) for every env  -> OUT/compare/
+#   train      shoal train on both backends (SPS, time to target) -> OUT/train/
+#   bench      shoal bench on all cores (CartPole + envs) vs EnvPool -> OUT/bench/
+set -uo pipefail
+OUT=${1:?usage: gpu_session.sh OUT STAGE...}
+shift
+mkdir -p "$OUT"
+SITE=${SHOAL_GPU_SITE:-/tmp/shoal_site}
+if [ -f .whl/site312.tar.xz ] && [ ! -d "$SITE" ]; then
+    mkdir -p "$SITE" && tar -C "$SITE" -xJf .whl/site312.tar.xz
+fi
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+PY=python3
+
+stage() {  # stage NAME SECONDS COMMAND...
+    local name=$1 limit=$2
+    shift 2
+    local t0=$(date +%s)
+    echo "== $name (limit ${limit}s) $(date -Is)" | tee -a "$OUT/stages.txt"
+    timeout --kill-after=10 "$limit" bash -c "$*" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    echo "== $name rc=$rc in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/stages.txt"
+    tail -n 25 "$OUT/$name.log"
+}
+
+for s in "$@"; do
+    case $s in
+    setup)
+        stage setup 240 "
+            nvidia-smi; nvcc --version; which nsys ncu; lscpu | head -20
+            $PY -c 'import torch, numpy; print(torch.__version__, torch.version.cuda, numpy.__version__)'
+            $PY -m pip install -q --no-build-isolation --no-deps -e . || exit 1
+            $PY - <<'EOF'
+import concurrent.futures as cf, time, shoal.envs
+def build(name):
+    import shoal.cuda
+    t = time.time(); shoal.cuda.load_kernel(name); return name, time.time() - t
+with cf.ProcessPoolExecutor(8) as ex:
+    for name, sec in ex.map(build, shoal.envs.names()):
+        print(f'kernel {name}: built in {sec:.1f} s')
+EOF"
+        ;;
+    gputests)
+        stage gputests 240 "$PY -P -m pytest -v -rs -p no:cacheprovider --import-mode=importlib --durations=10 \
+            tests/test_cuda_backend.py tests/test_cuda_kernels.py tests/test_headers_nvcc.py tests/test_train.py"
+        ;;
+    suite)
+        stage suite 400 "$PY -P -m pytest -q -rs -p no:cacheprovider --import-mode=importlib --durations=15 tests"
+        ;;
+    quick)
+        stage quick 200 "$PY scripts/compare_cpu_gpu.py --quick --out $OUT/quick"
+        ;;
+    profile)
+        stage profile 200 "$PY scripts/profile_gpu.py --out $OUT/profile"
+        ;;
+    compare)
+        stage compare 560 "$PY scripts/compare_cpu_gpu.py --out $OUT/compare ${COMPARE_ARGS:-}"
+        ;;
+    train)
+        stage train 560 "$PY scripts/train_speed.py --out $OUT/train ${TRAIN_ARGS:-}"
+        ;;
+    bench)
+        stage bench 560 "mkdir -p $OUT/bench && shoal bench --out $OUT/bench/bench.md ${BENCH_ARGS:-}"
+        ;;
+    *)
+        echo "unknown stage $s" ;;
+    esac
+done
