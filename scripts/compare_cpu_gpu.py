@@ -120,8 +120,13 @@ def worker_counts() -> list[int]:
 
 
 # ---- 1. raw throughput ----------------------------------------------------------------
+def gpu_env(spec, n: int, s) -> CudaVecEnv:
+    return CudaVecEnv(spec, n, device="cuda", seed=0, check_actions=False,
+                      step_kernel=s.step_kernel.get(spec.name, "auto"))
+
+
 def gpu_throughput(spec, n: int, s) -> float:
-    env = CudaVecEnv(spec, n, device="cuda", seed=0, check_actions=False)
+    env = gpu_env(spec, n, s)
     table = torch.from_numpy(action_table(spec, env.num_rows)).cuda()
     k = [0]
 
@@ -171,7 +176,7 @@ def sample(spec, logits: torch.Tensor) -> torch.Tensor:
 
 
 def gpu_policy_rate(spec, n: int, s) -> float:
-    env = CudaVecEnv(spec, n, device="cuda", seed=0, check_actions=False)
+    env = gpu_env(spec, n, s)
     policy = make_policy(spec, "cuda")
 
     def step():
@@ -244,7 +249,7 @@ def cpu_latency(spec, n: int, s):
 
 def gpu_latency(spec, n: int, s):
     def make():
-        env = CudaVecEnv(spec, n, device="cuda", seed=0, check_actions=False)
+        env = gpu_env(spec, n, s)
         actions = torch.from_numpy(action_table(spec, env.num_rows)[0]).cuda()
         return env, lambda: env.step(actions), lambda r: env.reset(seed=r), torch.cuda.synchronize
     return latency_ms(make, s)
@@ -380,10 +385,13 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="few sizes, short runs (a smoke test)")
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--step-kernel", nargs="+", default=[], metavar="ENV=KIND",
+                        help="the CUDA step kernel per env (direct, staged, staged_obs; default auto)")
     s = parser.parse_args(argv)
     s.seconds = s.seconds or (0.1 if s.quick else 1.0)
     s.repeats = s.repeats or (1 if s.quick else 3)
     s.warmup = 0.05 if s.quick else 0.3
+    s.step_kernel = {env_spec(k).name: v for k, v in (kv.split("=") for kv in s.step_kernel)}
     s.out.mkdir(parents=True, exist_ok=True)
     if not HAS_GPU:
         torch.set_num_threads(1)   # the policy on the CPU: leave the cores to the pool's workers
@@ -396,7 +404,8 @@ def main(argv=None) -> int:
              f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
              f"- command: `python scripts/compare_cpu_gpu.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
              f"- method: {s.seconds:g} s runs after {s.warmup:g} s warm-up, median of {s.repeats}; "
-             f"actions pre-sampled ({TABLE} arrays cycled); GPU synchronized every {GPU_SYNC_EVERY} steps",
+             f"actions pre-sampled ({TABLE} arrays cycled); GPU synchronized every {GPU_SYNC_EVERY} steps; "
+             f"CUDA step kernels: {s.step_kernel or 'auto'}",
              ""]
     if not HAS_GPU:
         lines += [f"No CUDA GPU on this machine: every GPU column is \"{NO_GPU}\".", ""]

@@ -17,6 +17,7 @@
 #   compare    scripts/compare_cpu_gpu.py (full) for every env  -> OUT/compare/
 #   train      shoal train on both backends (SPS, time to target) -> OUT/train/
 #   bench      shoal bench on all cores (CartPole + envs) vs EnvPool -> OUT/bench/
+#   pack       everything under OUT into OUT/shoal_out.tgz
 set -uo pipefail
 OUT=${1:?usage: gpu_session.sh OUT STAGE...}
 shift
@@ -29,8 +30,13 @@ export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 PY=python3
 
-stage() {  # stage NAME SECONDS COMMAND...
+stage() {  # stage NAME SECONDS COMMAND...  (SHOAL_GPU_DEADLINE: epoch seconds no stage runs past)
     local name=$1 limit=$2
+    if [ -n "${SHOAL_GPU_DEADLINE:-}" ]; then
+        local left=$(( SHOAL_GPU_DEADLINE - $(date +%s) ))
+        [ "$left" -lt "$limit" ] && limit=$left
+        [ "$limit" -le 5 ] && { echo "== $name skipped: no time left" | tee -a "$OUT/stages.txt"; return; }
+    fi
     shift 2
     local t0=$(date +%s)
     echo "== $name (limit ${limit}s) $(date -Is)" | tee -a "$OUT/stages.txt"
@@ -68,9 +74,12 @@ EOF"
         stage quick 200 "$PY scripts/compare_cpu_gpu.py --quick --out $OUT/quick"
         ;;
     profile)
-        stage profile 200 "$PY scripts/profile_gpu.py --out $OUT/profile"
+        stage profile 240 "$PY scripts/profile_gpu.py --out $OUT/profile ${PROFILE_ARGS:-}"
         ;;
     compare)
+        if [ -f "$OUT/profile/best_kernels.json" ]; then   # the fastest step kernels just measured
+            COMPARE_ARGS="${COMPARE_ARGS:-} --step-kernel $($PY -c "import json; print(' '.join(f'{k}={v}' for k, v in json.load(open('$OUT/profile/best_kernels.json')).items()))")"
+        fi
         stage compare 560 "$PY scripts/compare_cpu_gpu.py --out $OUT/compare ${COMPARE_ARGS:-}"
         ;;
     train)
@@ -79,6 +88,9 @@ EOF"
     bench)
         stage bench 560 "mkdir -p $OUT/bench && shoal bench --out $OUT/bench/bench.md ${BENCH_ARGS:-}"
         ;;
+    pack)   # one archive: the device tool returns only a few files
+        (cd "$OUT" && tar czf /tmp/shoal_out.tgz --exclude=shoal_out.tgz . && find . -mindepth 1 -delete \
+            && mv /tmp/shoal_out.tgz .) ;;
     *)
         echo "unknown stage $s" ;;
     esac

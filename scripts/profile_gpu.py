@@ -15,6 +15,7 @@ kernel. Writes OUT/profile.md (also printed) and OUT/ncu_<env>.txt.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -123,7 +124,8 @@ def main(argv=None) -> int:
     parser.add_argument("--envs", nargs="+", default=env_names())
     parser.add_argument("--log2-envs", type=int, default=20, help="envs per env kind: 2^this (default 20)")
     parser.add_argument("--ncu-child", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--ncu-kernel", default="direct", help="step_kernel profiled by torch / ncu")
+    parser.add_argument("--ncu-kernel", default="direct", help="step_kernel profiled by torch's profiler")
+    parser.add_argument("--ncu-kernels", nargs="+", default=["direct"], help="step_kernels profiled by ncu")
     parser.add_argument("--no-ncu", action="store_true")
     parser.add_argument("--ncu-envs", nargs="+", default=None, help="envs profiled by ncu (default: --envs)")
     s = parser.parse_args(argv)
@@ -158,14 +160,18 @@ def main(argv=None) -> int:
     lines += ["", "## Step kernel variants (ms per step at the sizes above; live = rows with mask true)", "",
               "| env | step_kernel | threads | ms | agent-steps/s | live agent-steps/s | vs direct |",
               "|---|---|---:|---:|---:|---:|---:|"]
+    best = {}
     for name in s.envs:
         n = sizes[name]
         rows = n * env_spec(name).agents
         sweep = variant_sweep(name, n)
         direct = sweep[0][2]
+        best[env_spec(name).name] = min(sweep, key=lambda v: v[2])[0]
         for kind, threads, ms, live in sweep:
             lines.append(f"| {env_spec(name).name} | {kind} | {threads} | {ms:.3f} | {rows / ms * 1e3:.3e} | "
                          f"{live * rows / ms * 1e3:.3e} | {direct / ms:.2f}x |")
+    (s.out / "best_kernels.json").write_text(json.dumps(best))
+    lines += ["", f"Fastest step_kernel per env: {best}"]
     lines += ["", "## CPU vs GPU from identical states (300 steps x 256 envs, random actions)", "",
               "Largest differences over rows whose flags agree; rows_differ counts rows with any "
               "difference at all (obs, reward or flags).", "",
@@ -201,17 +207,17 @@ def main(argv=None) -> int:
         pass
     elif ncu and os.path.exists(ncu):
         lines += ["## Nsight Compute", ""]
-        for name in s.ncu_envs or s.envs:
-            path = s.out / f"ncu_{name.lower()}_{s.ncu_kernel}.txt"
+        for name, kernel in [(e, k) for e in (s.ncu_envs or s.envs) for k in s.ncu_kernels]:
+            path = s.out / f"ncu_{name.lower()}_{kernel}.txt"
             cmd = [ncu, "--kernel-name", "regex:step.*kernel", "--launch-skip", "3", "--launch-count", "1",
                    "--section", "SpeedOfLight", "--section", "Occupancy", "--section", "LaunchStats",
                    "--section", "MemoryWorkloadAnalysis", "--section", "WarpStateStats",
                    sys.executable, __file__, "--out", str(s.out), "--ncu-child", name,
-                   "--log2-envs", str(min(s.log2_envs, 18)), "--ncu-kernel", s.ncu_kernel]
+                   "--log2-envs", str(min(s.log2_envs, 18)), "--ncu-kernel", kernel]
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
                 path.write_text(p.stdout + p.stderr)
-                lines.append(f"- {name}: rc {p.returncode}, {path.name}")
+                lines.append(f"- {name} ({kernel}): rc {p.returncode}, {path.name}")
             except subprocess.TimeoutExpired:
                 lines.append(f"- {name}: ncu timed out")
     else:
