@@ -113,7 +113,12 @@ def cpu_sizes(spec, quick: bool) -> list[int]:
     return [n for n in (1 << 6, 1 << 8, 1 << 10, 1 << 12, 1 << 14, 1 << 16) if n <= top]
 
 
+WORKERS: list[int] | None = None   # --workers
+
+
 def worker_counts() -> list[int]:
+    if WORKERS:
+        return WORKERS
     cores = available_cores()
     counts = [c for c in (1, 2, 4, 8, 16, 32, 64, 128) if c < cores]
     return counts + [cores]
@@ -385,12 +390,16 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="few sizes, short runs (a smoke test)")
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--workers", default=None, help="CPU pool worker counts, comma-separated "
+                        "(default: powers of two up to the available cores)")
     parser.add_argument("--step-kernel", nargs="+", default=[], metavar="ENV=KIND",
                         help="the CUDA step kernel per env (direct, staged, staged_obs; default auto)")
     s = parser.parse_args(argv)
     s.seconds = s.seconds or (0.1 if s.quick else 1.0)
     s.repeats = s.repeats or (1 if s.quick else 3)
     s.warmup = 0.05 if s.quick else 0.3
+    global WORKERS
+    WORKERS = [int(w) for w in s.workers.split(",")] if s.workers else None
     s.step_kernel = {env_spec(k).name: v for k, v in (kv.split("=") for kv in s.step_kernel)}
     s.out.mkdir(parents=True, exist_ok=True)
     if not HAS_GPU:
@@ -411,6 +420,7 @@ def main(argv=None) -> int:
         lines += [f"No CUDA GPU on this machine: every GPU column is \"{NO_GPU}\".", ""]
     for name in s.envs or env_names():
         lines += compare_env(name, s, s.out, log)
+        (s.out / "results.md").write_text("\n".join(lines))   # each env as soon as it is done
     text = "\n".join(lines)
     (s.out / "results.md").write_text(text)
     print(text)

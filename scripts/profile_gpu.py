@@ -77,7 +77,7 @@ def variant_sweep(name: str, n: int) -> list[tuple[str, int, float, float]]:
     return out
 
 
-def parity_errors(name: str, kind: str, steps: int = 300, num_envs: int = 256) -> dict:
+def parity_errors(name: str, kind: str, steps: int = 200, num_envs: int = 256) -> dict:
     """CPU vs GPU from identical states each step (as the parity test): the
     largest obs / reward differences seen and how many rows differ at all."""
     cpu = CudaVecEnv(name, num_envs, device="cpu", seed=2)
@@ -123,6 +123,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--envs", nargs="+", default=env_names())
     parser.add_argument("--log2-envs", type=int, default=20, help="envs per env kind: 2^this (default 20)")
+    parser.add_argument("--sweep-log2-envs", type=int, default=18, help="envs in the kernel-variant sweep")
     parser.add_argument("--ncu-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ncu-kernel", default="direct", help="step_kernel profiled by torch's profiler")
     parser.add_argument("--ncu-kernels", nargs="+", default=["direct"], help="step_kernels profiled by ncu")
@@ -139,6 +140,9 @@ def main(argv=None) -> int:
              f"- command: `python scripts/profile_gpu.py {' '.join(argv if argv is not None else sys.argv[1:])}`", "",
              "| env | envs | rows | step kernel ms | agent-steps/s | min bytes/step | effective GB/s |",
              "|---|---:|---:|---:|---:|---:|---:|"]
+    def flush():  # the report so far: a run cut short still leaves its sections
+        (s.out / "profile.md").write_text("\n".join(lines) + "\n")
+
     timings, sizes = {}, {}
     for name in s.envs:
         spec = env_spec(name)
@@ -157,12 +161,12 @@ def main(argv=None) -> int:
         env.close()
         del env, a
         torch.cuda.empty_cache()
-    lines += ["", "## Step kernel variants (ms per step at the sizes above; live = rows with mask true)", "",
+    lines += ["", f"## Step kernel variants (ms per step at up to 2^{s.sweep_log2_envs} envs; live = rows with mask true)", "",
               "| env | step_kernel | threads | ms | agent-steps/s | live agent-steps/s | vs direct |",
               "|---|---|---:|---:|---:|---:|---:|"]
     best = {}
     for name in s.envs:
-        n = sizes[name]
+        n = min(sizes[name], 1 << s.sweep_log2_envs)
         rows = n * env_spec(name).agents
         sweep = variant_sweep(name, n)
         direct = sweep[0][2]
@@ -170,9 +174,10 @@ def main(argv=None) -> int:
         for kind, threads, ms, live in sweep:
             lines.append(f"| {env_spec(name).name} | {kind} | {threads} | {ms:.3f} | {rows / ms * 1e3:.3e} | "
                          f"{live * rows / ms * 1e3:.3e} | {direct / ms:.2f}x |")
+        flush()
     (s.out / "best_kernels.json").write_text(json.dumps(best))
     lines += ["", f"Fastest step_kernel per env: {best}"]
-    lines += ["", "## CPU vs GPU from identical states (300 steps x 256 envs, random actions)", "",
+    lines += ["", "## CPU vs GPU from identical states (200 steps x 256 envs, random actions)", "",
               "Largest differences over rows whose flags agree; rows_differ counts rows with any "
               "difference at all (obs, reward or flags).", "",
               "| env | step_kernel | max obs abs | max obs rel | max reward abs | rows | rows differ | flags differ |",
@@ -182,6 +187,7 @@ def main(argv=None) -> int:
             w = parity_errors(name, kind)
             lines.append(f"| {env_spec(name).name} | {kind} | {w['obs_abs']:.3g} | {w['obs_rel']:.3g} | "
                          f"{w['rew_abs']:.3g} | {w['rows']} | {w['rows_differ']} | {w['flags_differ']} |")
+            flush()
     slowest = max(timings, key=timings.get)
     lines += ["", f"Slowest per agent-step: {slowest}.", "", f"## torch profiler: 20 steps of {slowest}", "", "```"]
     env = CudaVecEnv(slowest, 1 << min(s.log2_envs, 18), device="cuda", seed=0, check_actions=False,
@@ -218,6 +224,7 @@ def main(argv=None) -> int:
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
                 path.write_text(p.stdout + p.stderr)
                 lines.append(f"- {name} ({kernel}): rc {p.returncode}, {path.name}")
+                flush()
             except subprocess.TimeoutExpired:
                 lines.append(f"- {name}: ncu timed out")
     else:

@@ -47,7 +47,8 @@ CORES = available_cores()
 SIZES = {
     "cartpole": {
         "cpu": {"vec.backend": "multiprocessing", "vec.num_envs": 64, "vec.num_batches": 1},
-        "cuda": {"vec.num_envs": 4096, "train.num_steps": 16, "train.num_minibatches": 4},
+        "cuda": {"vec.num_envs": 4096, "train.num_steps": 16, "train.num_minibatches": 4,
+                 "train.total_timesteps": 10**9},
     },
     "snake": {
         "cpu": {"vec.num_envs": 32 * CORES, "vec.num_batches": 2, "train.total_timesteps": 10**10},

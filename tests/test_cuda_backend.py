@@ -216,7 +216,14 @@ def test_float_envs_agree_per_step_from_identical_states(name, kernel):
     must agree within float32 tolerance; a row may differ only where a
     last-ulp difference of a GPU math function (sinf, atan2f, ...) tips a
     threshold, which must stay rarer than 1 row in 5000."""
-    cpu, gpu = pair(name, 128, seed=2, step_kernel=kernel)
+    try:
+        cpu, gpu = pair(name, 128, seed=2, step_kernel=kernel)
+    except ValueError as e:  # only where the stage cannot fit this GPU's shared memory
+        assert "does not fit" in str(e)
+        from shoal.cuda import load_kernel
+        limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+        assert load_kernel(name).staged_smem(32, int(kernel == "staged_obs")) > limit
+        return
     cpu.reset(seed=9)
     rng = np.random.default_rng(2)
     bad_rows = rows = 0
