@@ -150,15 +150,33 @@ def _cuda_device(device: torch.device) -> torch.device:
 
 
 STEP_KERNELS = ("direct", "staged", "staged_obs")
-# step_kernel="auto": the fastest variant per env measured on an H100 at
-# 2^20 envs (scripts/profile_gpu.py; docs/results.md). Envs not listed: direct.
-STEP_KERNEL_AUTO: dict[str, str] = {}
+# step_kernel="auto": (variant, threads per block) per env, the fastest of
+# scripts/profile_gpu.py's sweep on an H100 at 2^18 envs (docs/gpu-h100/
+# profile.md): Snake staged_obs 1.29x direct, CartPole staged_obs 1.31x,
+# Explorer staged 1.27x, Drive staged 1.10x; ExplorerPointGoal staged 1.03x
+# (a tie). Envs not listed run direct. Where a GPU's shared memory is too
+# small for these threads, fewer are used; where even 32 do not fit, direct.
+STEP_KERNEL_AUTO: dict[str, tuple[str, int]] = {
+    "CartPole": ("staged_obs", 32),
+    "Snake": ("staged_obs", 32),
+    "Explorer": ("staged", 32),
+    "ExplorerPointGoal": ("staged", 32),
+    "Drive": ("staged", 32),
+}
+
+
+def _smem_limit(device: torch.device) -> int:
+    return getattr(torch.cuda.get_device_properties(device), "shared_memory_per_block_optin", 48 * 1024)
+
+
+def measured_fits(module, kind: str, threads: int, device: torch.device) -> bool:
+    return module.staged_smem(threads, int(kind == "staged_obs")) <= _smem_limit(device)
 
 
 def staged_threads(module, stage_obs: bool, device: torch.device, wanted: int | None) -> int:
     """Threads per block of a staged kernel: `wanted`, else the largest of
     128, 96, 64, 32 whose shared-memory stage fits the device (0: none fits)."""
-    limit = getattr(torch.cuda.get_device_properties(device), "shared_memory_per_block_optin", 48 * 1024)
+    limit = _smem_limit(device)
     if wanted is not None:
         if wanted <= 0 or wanted % 32:
             raise ValueError(f"threads_per_block must be a positive multiple of 32, got {wanted}")
@@ -261,13 +279,15 @@ class CudaVecEnv:
         self._pool = None
         self._kernel = load_kernel(self.spec)
         _upload_assets(self.spec, self._kernel, self.device)
-        kind = self.step_kernel
+        kind, wanted = self.step_kernel, self.threads_per_block
         if kind == "auto":
-            kind = STEP_KERNEL_AUTO.get(self.spec.name, "direct")
+            kind, measured = STEP_KERNEL_AUTO.get(self.spec.name, ("direct", 0))
+            if wanted is None and kind != "direct" and measured_fits(self._kernel, kind, measured,
+                                                                     self.device):
+                wanted = measured
         self._threads = 0
         if kind != "direct":
-            self._threads = staged_threads(self._kernel, kind == "staged_obs", self.device,
-                                           self.threads_per_block)
+            self._threads = staged_threads(self._kernel, kind == "staged_obs", self.device, wanted)
             if self._threads == 0:  # the stage does not fit: an explicit choice is an error
                 if self.step_kernel != "auto":
                     raise ValueError(f"step_kernel={kind!r}: {self.spec.name}'s stage does not fit "

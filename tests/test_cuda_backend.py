@@ -213,9 +213,12 @@ def test_snake_is_bit_exact_on_gpu(mode, kernel):
 def test_float_envs_agree_per_step_from_identical_states(name, kernel):
     """Each step starts both sides from the same bytes (env structs and
     episode bookkeeping copied CPU -> GPU), so errors cannot compound. Rows
-    must agree within float32 tolerance; a row may differ only where a
-    last-ulp difference of a GPU math function (sinf, atan2f, ...) tips a
-    threshold, which must stay rarer than 1 row in 5000."""
+    must agree within 1e-6 (absolute and relative): measured on an H100
+    (scripts/profile_gpu.py, 200 steps x 256 envs of each env), the largest
+    difference was 2.4e-7 (CartPole, Drive; one float32 ulp of values near
+    1, from the GPU's sinf/cosf), Explorer and Snake were exact, rewards
+    exact, flags never differed. A row may still differ where a last-ulp
+    difference tips a threshold, which must stay rarer than 1 row in 5000."""
     try:
         cpu, gpu = pair(name, 128, seed=2, step_kernel=kernel)
     except ValueError as e:  # only where the stage cannot fit this GPU's shared memory
@@ -233,8 +236,8 @@ def test_float_envs_agree_per_step_from_identical_states(name, kernel):
         actions = random_actions(cpu, rng)
         obs_c, rew_c, term_c, trunc_c, _ = cpu.step(torch.from_numpy(actions))
         obs_g, rew_g, term_g, trunc_g, _ = gpu.step(torch.from_numpy(actions).cuda())
-        close = torch.isclose(obs_g.cpu(), obs_c, atol=1e-4, rtol=1e-4).all(dim=1)
-        close &= torch.isclose(rew_g.cpu(), rew_c, atol=1e-4, rtol=1e-4)
+        close = torch.isclose(obs_g.cpu(), obs_c, atol=1e-6, rtol=1e-6).all(dim=1)
+        close &= torch.isclose(rew_g.cpu(), rew_c, atol=1e-6, rtol=1e-6)
         close &= (term_g.cpu() == term_c) & (trunc_g.cpu() == trunc_c) & (gpu.masks.cpu() == cpu.masks)
         bad_rows += int((~close).sum())
         rows += close.numel()
@@ -286,7 +289,7 @@ def test_gpu_api():
 @needs_gpu
 def test_step_kernel_choice_and_errors():
     from shoal.cuda import STEP_KERNEL_AUTO, STEP_KERNELS
-    assert set(STEP_KERNEL_AUTO.values()) <= set(STEP_KERNELS)
+    assert {kind for kind, _ in STEP_KERNEL_AUTO.values()} <= set(STEP_KERNELS)
     env = CudaVecEnv("Snake", 40, device="cuda", seed=0, step_kernel="staged")
     assert env.step_kernel == "staged" and env._threads % 32 == 0 and env._threads > 0
     assert "step_kernel='staged'" in repr(env)
@@ -295,4 +298,4 @@ def test_step_kernel_choice_and_errors():
     with pytest.raises(ValueError, match="shared memory"):   # 1024 * 2.6 KB
         CudaVecEnv("Snake", 8, device="cuda", step_kernel="staged", threads_per_block=1024)
     auto = CudaVecEnv("Snake", 8, device="cuda", seed=0)
-    assert auto.step_kernel == STEP_KERNEL_AUTO.get("Snake", "direct")
+    assert (auto.step_kernel, auto._threads) == STEP_KERNEL_AUTO["Snake"]
