@@ -140,7 +140,7 @@ class NativePool:
                  seed: int | None = None):
         self.closed = True  # until construction succeeds
         self.spec = lookup_spec(env) if isinstance(env, str) else env
-        if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+        if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
         num_envs = int(num_envs)
         batch_size = num_envs if batch_size is None else batch_size
