@@ -37,6 +37,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, create_empty_array
 
+from shoal.pool.native import parse_autoreset_mode
 from shoal.pool.python_pool import AsyncVectorEnv
 from shoal.pool.spaces import row_writer
 
@@ -208,16 +209,18 @@ class ParallelEnvPool:
         num_workers, context, daemon, shared_memory, max_concurrency: as
             shoal.pool.AsyncVectorEnv, which runs the envs.
         autoreset_mode: NEXT_STEP (default) or DISABLED (reset finished envs
-            yourself with reset(options={"reset_mask": ...}) over envs).
+            yourself with reset(options={"reset_mask": ...}) over envs), as
+            the enum or its name ("next_step", "disabled").
         copy: return copies (default) or views overwritten by the next step.
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], Any]], *, num_workers: int | None = None,
                  autoreset_mode=AutoresetMode.NEXT_STEP, copy: bool = True, **vector_kwargs):
-        mode = AutoresetMode(autoreset_mode) if isinstance(autoreset_mode, str) else autoreset_mode
+        mode = parse_autoreset_mode(autoreset_mode)  # the enum or a name ("next_step", "disabled")
         if mode == AutoresetMode.SAME_STEP:
-            raise ValueError("ParallelEnvPool supports NEXT_STEP and DISABLED autoreset; SAME_STEP would "
-                             "overwrite the rows of agents that just finished")
+            raise ValueError(f"ParallelEnvPool supports NEXT_STEP and DISABLED autoreset; SAME_STEP "
+                             f"(autoreset_mode={autoreset_mode!r}) would overwrite the rows of agents "
+                             f"that just finished")
         self.copy = copy
         self.vector_env = AsyncVectorEnv([functools.partial(AgentRows, fn) for fn in env_fns],
                                          copy=False, autoreset_mode=mode, num_workers=num_workers,

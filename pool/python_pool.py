@@ -286,17 +286,31 @@ def _worker_main(worker: int, env_fns: CloudpickleWrapper, start: int, memory: _
                 reply = block.step()
             else:  # CMD_MESSAGE: the parent sends the message after waking us
                 reply = block.handle(pipe.recv())
+            quiet = reply is None and command == _native.CMD_STEP
+            # Pickled here, before reporting: a reply that cannot be pickled
+            # (an info holding a lock) is reported as the env's exception.
+            payload = None if quiet else _pickle_reply(reply)
         except BaseException:
             # Report done first: the parent reads the pipe only then, and a
             # large report could not be written before it reads.
             _native.report_done(control, seen, STATUS_ERROR)
             pipe.send(_error_report(worker))
             continue
-        if reply is None and command == _native.CMD_STEP:
+        if quiet:
             _native.report_done(control, seen, STATUS_QUIET)
         else:
             _native.report_done(control, seen, STATUS_REPLY)
-            pipe.send(reply)
+            pipe.send_bytes(payload)
+
+
+def _pickle_reply(reply):
+    """The reply as pipe.send would pickle it (pipe.recv reads it back)."""
+    try:
+        return mp.reduction.ForkingPickler.dumps(reply)
+    except BaseException as error:
+        error.add_note("shoal: the worker's reply (infos, observations or call results) could not be "
+                       "pickled to send to the parent")
+        raise
 
 
 # ---------------------------------------------------------------------------
@@ -593,6 +607,7 @@ class AsyncVectorEnv(VectorEnv):
         if len(seed) != self.num_envs:
             raise ValueError(f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
                              f"but got length={len(seed)}.")
+        seed = _checked_seeds(seed)  # here, not in the workers: a bad seed leaves the pool open
         if self._state != AsyncState.DEFAULT:
             raise AlreadyPendingCallError(f"Calling `reset_async` while waiting for a pending call to "
                                           f"`{self._state.value}` to complete", str(self._state.value))
@@ -763,6 +778,23 @@ class AsyncVectorEnv(VectorEnv):
     def __repr__(self) -> str:
         where = f"{self.spec.id}, " if self.spec is not None else ""
         return f"{type(self).__name__}({where}num_envs={self.num_envs}, num_workers={self.num_workers})"
+
+
+def _checked_seeds(seeds) -> list:
+    """Per-env seeds as gymnasium's seeding accepts them (None or an int >=
+    0; numpy integers become ints, as an int seed does), else the
+    gymnasium.error.Error that env.reset(seed=...) would raise."""
+    from gymnasium.error import Error
+    checked = []
+    for seed in seeds:
+        if isinstance(seed, np.integer):
+            seed = int(seed)
+        if seed is not None and not isinstance(seed, int):
+            raise Error(f"Seed must be a python integer, actual type: {type(seed)}")
+        if seed is not None and seed < 0:
+            raise Error(f"Seed must be greater or equal to zero, actual value: {seed}")
+        checked.append(seed)
+    return checked
 
 
 def _copy_structure(batch):
