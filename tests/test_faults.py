@@ -148,6 +148,19 @@ def test_killed_native_worker_is_detected_within_2s(no_leaks):
     assert pool.closed
 
 
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt in this process for the test's
+    duration, as in an interactive Python. A suite started as a background
+    job of a non-interactive shell (or under nohup) inherits SIGINT ignored,
+    and Python then leaves it ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+
+
 def interrupt_soon(delay_s=0.3):
     """Deliver SIGINT to this process after delay_s, as Ctrl-C would."""
     timer = threading.Timer(delay_s, os.kill, (os.getpid(), signal.SIGINT))
@@ -155,7 +168,7 @@ def interrupt_soon(delay_s=0.3):
     return timer
 
 
-def test_ctrl_c_while_waiting_closes_the_python_pool(no_leaks):
+def test_ctrl_c_while_waiting_closes_the_python_pool(no_leaks, sigint_raises):
     envs = AsyncVectorEnv([lambda: Faulty(sleep_s=30)] * 2, num_workers=2)
     envs.reset(seed=0)
     interrupt_soon()
@@ -167,7 +180,10 @@ def test_ctrl_c_while_waiting_closes_the_python_pool(no_leaks):
 
 
 SCRIPT = textwrap.dedent("""
-    import sys, numpy as np, gymnasium
+    import signal, sys, numpy as np, gymnasium
+    # Ctrl-C raises KeyboardInterrupt even if this process inherited SIGINT
+    # ignored (the suite run from a background job or under nohup)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from shoal.pool import AsyncVectorEnv, Multiprocessing
     kind = sys.argv[1]
     if kind == "python":
