@@ -20,6 +20,7 @@ cdef extern from "shoal_sync.h" nogil:
     void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops)
     uint32_t shoal_next_request(shoal_ctrl* ctrl, uint32_t seen, int64_t yield_ns)
     void shoal_report_done(shoal_ctrl* ctrl, uint32_t request, uint32_t status)
+    int shoal_watch_parent(int fd, int pid, int is_parent)
 
 ctypedef struct ctrl_words:  # the fields of shoal_ctrl read from Python
     uint32_t request
@@ -31,12 +32,16 @@ ctypedef struct ctrl_words:  # the fields of shoal_ctrl read from Python
     uint32_t status
     uint32_t pad1_[13]
 
-cdef extern from "sys/prctl.h" nogil:
-    int prctl(int option, unsigned long arg2, unsigned long arg3, unsigned long arg4, unsigned long arg5)
-    enum: PR_SET_PDEATHSIG
-
-cdef extern from "signal.h" nogil:
-    enum: SIGKILL
+cdef extern from "sys/mman.h" nogil:
+    void* mmap(void* addr, size_t length, int prot, int flags, int fd, long offset)
+    enum:
+        PROT_READ
+        PROT_WRITE
+        MAP_PRIVATE
+        MAP_ANONYMOUS
+        MAP_FIXED
+        MAP_NORESERVE
+    void* MAP_FAILED
 
 CMD_STEP = SHOAL_CMD_STEP
 CMD_RESET = SHOAL_CMD_RESET
@@ -45,9 +50,23 @@ CMD_MESSAGE = 4  # Python workers only: read the next message from the pipe
 CTRL_BYTES = 128
 
 
-def die_with_parent():
-    """Have the kernel kill this process when the parent that forked it dies."""
-    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+def watch_parent(int pidfd, int pid, bint is_parent):
+    """Worker side: start a thread that _exit()s this process once process
+    `pid` (the pool's) has exited; pidfd: a pidfd of it, or -1 to poll the
+    pid instead (see shoal_sync.h). No cost on the hot path."""
+    cdef int err = shoal_watch_parent(pidfd, pid, is_parent)
+    if err:
+        raise OSError(err, "cannot start the parent watcher thread")
+
+
+def forget_mapping(size_t address, size_t length):
+    """Replace [address, address + length) of this process with fresh private
+    anonymous memory: drops an inherited shared mapping (another pool's
+    region) without leaving a hole that a stray access would fault on."""
+    cdef void* result = mmap(<void*>address, length, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0)
+    if result == MAP_FAILED:
+        raise OSError("cannot replace an inherited mapping")
 
 
 def send(size_t ctrl_address, int first, int count, int command):

@@ -3,8 +3,10 @@
 A pool's region is a memfd (anonymous shared memory, Linux): it never shows
 up in /dev/shm, and the kernel frees it once the last process holding it
 exits or unmaps it, so no crash, Ctrl-C or SIGKILL can leak a segment.
-Forked workers inherit the mapping; spawned or forkserver workers receive
-the file descriptor when the region is pickled.
+Forked workers inherit the mapping (and drop those of other pools: see
+shoal.pool.workers); spawned or forkserver workers receive the file
+descriptor when the region is pickled. Buffers refuses, before allocating,
+a pool larger than the memory available.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ EPISODE_DTYPE = np.dtype({
     "itemsize": 40,
 })
 
+MEMFD_NAME = "shoal-pool"  # workers recognise other pools' regions by it (shoal.pool.workers)
 CTRL_BYTES = 128  # mirrors `shoal_ctrl` in pool/shoal_sync.h
 
 # Per-env reset requests (envs/shoal_vec.h).
@@ -37,7 +40,7 @@ class SharedRegion:
     def __init__(self, size: int, fd: int | None = None):
         self.size = size
         if fd is None:
-            fd = os.memfd_create("shoal-pool", os.MFD_CLOEXEC)
+            fd = os.memfd_create(MEMFD_NAME, os.MFD_CLOEXEC)
             os.ftruncate(fd, size)
         self.fd = fd
         self.memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
@@ -66,6 +69,33 @@ class SharedRegion:
 
 def _attach_region(dup_fd, size):
     return SharedRegion(size, dup_fd.detach())
+
+
+def available_memory() -> int | None:
+    """Bytes this process could still get: MemAvailable, capped by a cgroup
+    (v2) memory limit; None where neither can be read."""
+    limits = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    limits.append(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            current = int(f.read())
+        if limit != "max":
+            limits.append(max(0, int(limit) - current))
+    except (OSError, ValueError):
+        pass
+    return min(limits) if limits else None
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.3g} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.3g} MiB"
 
 
 class PrivateRegion:
@@ -132,6 +162,14 @@ class Buffers:
             offsets.append(size)
             nbytes = f.dtype.itemsize * int(np.prod(f.shape))
             size += -(-nbytes // ALIGN) * ALIGN
+        # Refuse up front what cannot fit: memfd pages are only allocated
+        # when touched, so an oversized pool would otherwise fail (or swap)
+        # deep into its first reset.
+        available = available_memory()
+        if available is not None and size > available:
+            raise MemoryError(f"{spec.name} with num_envs={num_envs} needs {_gib(size)} of buffers "
+                              f"({_gib(-(-size // num_envs))} per env), but only {_gib(available)} "
+                              f"of memory is available")
         self.region = SharedRegion(size) if shared else PrivateRegion(size)
         self._fields = fields
         self._offsets = offsets

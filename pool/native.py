@@ -19,24 +19,33 @@ reproducible as sync ones.
 
 Returned arrays are views of the pool's buffers: they are overwritten by the
 next step of the same envs. Copy them to keep them.
+
+A pool belongs to the process and is used by one thread at a time: a call
+from another thread while one is in progress raises RuntimeError (a step
+would otherwise be lost), and so does any call from a forked child (it
+would drive the parent's workers). Pools cannot be pickled.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import multiprocessing as mp
 import os
-import signal
+import threading
+import time
 import traceback
 import weakref
 from collections import deque
 
 import numpy as np
+from gymnasium.error import ClosedEnvironmentError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from shoal.envs import EnvSpec, spec as lookup_spec
+from shoal.envs import EnvSpec, names as env_names, spec as lookup_spec
 from shoal.pool import _native
 from shoal.pool.layout import KEEP, RESEED, RESET, Buffers
+from shoal.pool.workers import ParentWatch, start_worker
 
 _MODE_CODES = {AutoresetMode.NEXT_STEP: 0, AutoresetMode.SAME_STEP: 1, AutoresetMode.DISABLED: 2}
 _WAIT_SLICE_S = 0.25  # how often a waiting parent checks its workers are alive
@@ -44,6 +53,30 @@ _WAIT_SLICE_S = 0.25  # how often a waiting parent checks its workers are alive
 
 class WorkerError(RuntimeError):
     """A worker process failed or died; the pool has been closed."""
+
+
+class WorkerTimeoutError(WorkerError, TimeoutError):
+    """A worker did not finish a command within the pool's `timeout`
+    (stopped, stuck or far too slow). The pool has been closed and its
+    workers killed: they were mid-command, so the buffers are inconsistent."""
+
+
+class PoolClosedError(ClosedEnvironmentError, RuntimeError):
+    """The pool is closed (by close(), or by a failure that closed it); its
+    buffers and methods are no longer available."""
+
+
+# This process's pid, kept current across os.fork() so that the per-call
+# "created in this process?" check is a comparison, not a syscall.
+_this_pid = os.getpid()
+
+
+def _after_fork_in_child() -> None:
+    global _this_pid
+    _this_pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def available_cores() -> int:
@@ -131,15 +164,36 @@ class NativePool:
             DISABLED; an AutoresetMode or its string value.
         seed: seeds the envs at construction (env i gets seed + i) so that
             reset() without a seed is reproducible; default: OS entropy.
+        timeout: seconds step(), reset() and recv() wait for a worker before
+            raising WorkerTimeoutError (which closes the pool); default None
+            waits forever, as gymnasium does. Serial runs in the caller's
+            thread and ignores it.
+
+    The pool's total buffer size is checked against available memory before
+    anything is allocated (MemoryError). observation_space and action_space
+    (batched, with per-row bounds as large as the buffers) are built on
+    first access.
     """
 
     _shared_memory = False
 
     def __init__(self, env: str | EnvSpec, num_envs: int, *, num_workers: int | None = None,
                  batch_size: int | None = None, autoreset_mode=AutoresetMode.NEXT_STEP,
-                 seed: int | None = None):
+                 seed: int | None = None, timeout: float | None = None):
         self.closed = True  # until construction succeeds
-        self.spec = lookup_spec(env) if isinstance(env, str) else env
+        self._pid = os.getpid()
+        self._lock = threading.Lock()  # held by the call in progress (see _enter)
+        if isinstance(env, str):
+            self.spec = lookup_spec(env)
+        elif isinstance(env, EnvSpec):
+            self.spec = env
+        else:
+            raise TypeError(f"env must be a first-party env name or an EnvSpec, got {env!r}; "
+                            f"shoal has: {', '.join(env_names())}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout > 0):
+            raise ValueError(f"timeout must be None or a positive number of seconds, got {timeout!r}")
+        self.timeout = None if timeout is None else float(timeout)
         if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
         num_envs = int(num_envs)
@@ -159,17 +213,16 @@ class NativePool:
         self.metadata = {"autoreset_mode": self.autoreset_mode}
         self.single_observation_space = self.spec.single_observation_space
         self.single_action_space = self.spec.single_action_space
-        self.observation_space = batch_space(self.single_observation_space, self.num_rows)
-        self.action_space = batch_space(self.single_action_space, self.num_rows)
         self._nvec = np.asarray(self.spec.action_nvec, dtype=np.int32)
 
+        # First, as it checks the total size against available memory.
+        self._buffers = Buffers(self.spec, num_envs, num_workers, shared=self._shared_memory)
         self._plan = plan_blocks(num_envs, self.batch_size, num_workers)
         # info["env_id"] of each batch, built once (read-only: shared by every recv)
         self._env_ids = [np.arange(b * self.batch_size, (b + 1) * self.batch_size)
                          for b in range(len(self._plan))]
         for ids in self._env_ids:
             ids.flags.writeable = False
-        self._buffers = Buffers(self.spec, num_envs, num_workers, shared=self._shared_memory)
         self._final_mask = np.zeros(self.num_rows, dtype=np.bool_)
         self._in_flight: deque[int] = deque()   # batches sent, in recv order
         self._with_user: deque[int] = deque()   # batches received, awaiting send
@@ -207,13 +260,26 @@ class NativePool:
         raise NotImplementedError
 
     # ---- spaces and views -------------------------------------------------------
+    # Built on first access: their per-row bounds are as large as the obs
+    # buffer itself, and most users only read the single_ spaces.
+    @functools.cached_property
+    def observation_space(self):
+        return batch_space(self.single_observation_space, self.num_rows)
+
+    @functools.cached_property
+    def action_space(self):
+        return batch_space(self.single_action_space, self.num_rows)
+
     @property
     def obs(self) -> np.ndarray:
+        """The obs buffer (all rows). PoolClosedError once closed."""
+        self._check_open()
         return self._buffers.obs
 
     @property
     def masks(self) -> np.ndarray:
         """Per row: the agent is present (always true for single-agent envs)."""
+        self._check_open()
         return self._buffers.masks
 
     @property
@@ -225,7 +291,26 @@ class NativePool:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise RuntimeError("this pool is closed")
+            raise PoolClosedError(f"this {type(self).__name__} pool is closed; its buffers and "
+                                  f"methods are no longer available")
+
+    def _enter(self) -> None:
+        """Start a call: this process made the pool, it is open and no other
+        thread is in a call (then take the lock; the caller releases it).
+        A pid comparison and a non-blocking acquire: nothing else per step."""
+        if self._pid != _this_pid:
+            raise RuntimeError(f"this {type(self).__name__} pool belongs to process {self._pid}; a "
+                               f"forked child (process {_this_pid}) cannot use it: create a pool "
+                               f"in each process")
+        if self.closed:
+            self._check_open()
+        if not self._lock.acquire(False):
+            raise RuntimeError(f"this {type(self).__name__} pool is being used by another thread "
+                               f"(a call is in progress): use one pool per thread, or a lock")
+
+    def __reduce__(self):
+        raise TypeError(f"{type(self).__name__} pools cannot be pickled (they own worker processes "
+                        f"and shared memory): create one in each process instead")
 
     # ---- seeds and reset --------------------------------------------------------
     def _set_seeds(self, seed) -> None:
@@ -240,7 +325,13 @@ class NativePool:
         options: {"reset_mask": bool array (num_envs,)} resets only those envs
         (the others keep their state and obs).
         """
-        self._check_open()
+        self._enter()
+        try:
+            return self._reset(seed, options)
+        finally:
+            self._lock.release()
+
+    def _reset(self, seed, options):
         if self._in_flight or self._with_user:
             raise RuntimeError("reset() while async batches are out: recv() and send() them, "
                                "or use async_reset()")
@@ -256,7 +347,13 @@ class NativePool:
 
     def async_reset(self, *, seed=None, options: dict | None = None) -> None:
         """Reset all envs without waiting; recv() then returns batches in order."""
-        self._check_open()
+        self._enter()
+        try:
+            self._async_reset(seed, options)
+        finally:
+            self._lock.release()
+
+    def _async_reset(self, seed, options) -> None:
         if self._in_flight or self._with_user:
             raise RuntimeError("async_reset() while async batches are out")
         self._set_seeds(seed)
@@ -292,14 +389,17 @@ class NativePool:
         In SAME_STEP mode info holds "final_obs" (rows valid where
         info["_final_obs"]) for episodes that ended this step.
         """
-        self._check_open()
-        if self._in_flight or self._with_user:
-            raise RuntimeError("step() while async batches are out: use send()/recv()")
-        all_rows = slice(0, self.num_rows)
-        self._write_actions(actions, all_rows)
-        self._run_all(_native.CMD_STEP)
-        b = self._buffers
-        return b.obs, b.rewards, b.terminals, b.truncations, self._step_info(all_rows)
+        self._enter()
+        try:
+            if self._in_flight or self._with_user:
+                raise RuntimeError("step() while async batches are out: use send()/recv()")
+            all_rows = slice(0, self.num_rows)
+            self._write_actions(actions, all_rows)
+            self._run_all(_native.CMD_STEP)
+            b = self._buffers
+            return b.obs, b.rewards, b.terminals, b.truncations, self._step_info(all_rows)
+        finally:
+            self._lock.release()
 
     def _start_or_close(self, batch: int, command: int) -> None:
         try:
@@ -332,7 +432,13 @@ class NativePool:
 
         env_ids, if given, must equal that batch's info["env_id"].
         """
-        self._check_open()
+        self._enter()
+        try:
+            self._send(actions, env_ids)
+        finally:
+            self._lock.release()
+
+    def _send(self, actions, env_ids) -> None:
         if not self._with_user:
             raise RuntimeError("send() without a batch to answer: call async_reset() and recv() first")
         batch = self._with_user[0]
@@ -350,7 +456,13 @@ class NativePool:
     def recv(self):
         """Wait for the next batch in flight; returns (obs, rewards, terminals,
         truncations, info) for its rows, with info["env_id"] the env indices."""
-        self._check_open()
+        self._enter()
+        try:
+            return self._recv()
+        finally:
+            self._lock.release()
+
+    def _recv(self):
         if not self._in_flight:
             raise RuntimeError("recv() with nothing in flight: call async_reset() or send() first")
         batch = self._in_flight.popleft()
@@ -396,7 +508,9 @@ class NativePool:
 
     def close(self) -> None:
         """Release workers and memory. Safe to call twice. Arrays already
-        returned stay readable (they keep their memory alive)."""
+        returned stay readable (they keep their memory alive); the pool's
+        own (obs, masks, methods) raise PoolClosedError. In a forked child
+        it only marks this copy closed: the workers are the parent's."""
         self.closed = True
 
     def __enter__(self):
@@ -436,21 +550,15 @@ class Serial(NativePool):
     def close(self) -> None:
         if not self.closed:
             self._blocks = []
+            self._buffers.close()  # arrays handed out keep their memory
         super().close()
 
 
 def _worker_main(buffers: Buffers, worker: int, start: int, stop: int, mode: int,
-                 keep_final: bool, parent_pid: int | None, ready) -> None:
+                 keep_final: bool, watch: ParentWatch, ready) -> None:
     """Entry point of a worker process: build the block, then serve commands.
-
-    parent_pid: the pool's process when it is this worker's parent (fork,
-    spawn). None under forkserver: the worker's parent is then the
-    forkserver, which exits when the pool's process does.
-    """
-    _native.die_with_parent()
-    if parent_pid is not None and os.getppid() != parent_pid:  # parent died before we got here
-        os._exit(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    It exits when the pool's process does (watch: see shoal.pool.workers)."""
+    start_worker(watch, buffers.region)
     try:
         binding = importlib.import_module(buffers.spec.binding)
         block = binding.Block(buffers, start, stop, mode, keep_final)
@@ -470,10 +578,14 @@ class _Workers:
         self.buffers = buffers
         self.processes: list = []
         self.ranges: list[tuple[int, int]] = []
+        self.owner_pid = os.getpid()
 
     def shutdown(self, join_timeout: float = 1.0) -> None:
         """Ask every worker to close, wait up to join_timeout each, kill the
-        rest, free the memory. Safe to call again."""
+        rest, free the memory. Safe to call again. Does nothing in a forked
+        child (there, the workers and the memory are the parent's)."""
+        if os.getpid() != self.owner_pid:
+            return
         if self.processes:
             alive = [k for k, p in enumerate(self.processes) if p.is_alive()]
             if alive:
@@ -491,6 +603,8 @@ class _Workers:
 
     def kill(self) -> None:
         """Kill every worker now (no goodbye), then shut down."""
+        if os.getpid() != self.owner_pid:
+            return
         for p in self.processes:
             if p.is_alive():
                 p.kill()
@@ -504,11 +618,11 @@ class Multiprocessing(NativePool):
     context: multiprocessing start method ("fork" default on Linux, fast to
     start; "spawn" / "forkserver" also work).
 
-    Workers are killed by the kernel when the thread that created the pool
-    exits (PR_SET_PDEATHSIG, so a crashed parent never leaves them behind):
-    create pools on a thread that outlives them, such as the main thread.
-    Under "forkserver" they die with the forkserver, which exits with this
-    process.
+    Workers exit within milliseconds of this process's death, however it
+    dies (SIGKILL included) and whatever the start method; the thread that
+    created the pool may exit meanwhile (shoal.pool.workers). Forked workers
+    drop the memory of this process's other pools, so closing a pool frees
+    its memory even while later pools live.
     """
 
     _shared_memory = True
@@ -525,8 +639,16 @@ class Multiprocessing(NativePool):
         self._finalizer = weakref.finalize(self, workers.shutdown)
         self._ctrl = self._buffers.control_address
         self._batch_workers = []  # per batch: (first worker, count)
-        parent_pid = None if self._context == "forkserver" else os.getpid()
-        pipes = []
+        watch = ParentWatch()
+        try:
+            pipes = self._launch(ctx, mode, keep_final, watch)
+        finally:
+            watch.close()  # every worker has its own copy once started
+        self._wait_started(pipes)
+
+    def _launch(self, ctx, mode: int, keep_final: bool, watch: ParentWatch) -> list:
+        """Start every worker; returns the pipes on which they report ready."""
+        workers, pipes = self._workers, []
         for batch in self._plan:
             self._batch_workers.append((len(workers.processes), len(batch)))
             for start, stop in batch:
@@ -534,12 +656,16 @@ class Multiprocessing(NativePool):
                 receive, send = ctx.Pipe(duplex=False)
                 p = ctx.Process(target=_worker_main, name=f"shoal-worker-{k}", daemon=True,
                                 args=(self._buffers, k, start, stop, mode, keep_final,
-                                      parent_pid, send))
+                                      watch, send))
                 p.start()
                 send.close()
                 workers.processes.append(p)
                 workers.ranges.append((start, stop))
                 pipes.append(receive)
+        return pipes
+
+    def _wait_started(self, pipes: list) -> None:
+        workers = self._workers
         for k, receive in enumerate(pipes):
             while not receive.poll(_WAIT_SLICE_S):
                 if not workers.processes[k].is_alive():
@@ -567,14 +693,35 @@ class Multiprocessing(NativePool):
 
     def _finish(self, batch: int) -> None:
         first, count = self._batch_workers[batch]
-        while True:  # the caller closes the pool on any exception
-            busy = _native.wait_done(self._ctrl, first, count, _WAIT_SLICE_S)
+        if self.timeout is None:
+            while True:  # the caller closes the pool on any exception
+                busy = _native.wait_done(self._ctrl, first, count, _WAIT_SLICE_S)
+                if busy < 0:
+                    return
+                if not self._workers.processes[busy].is_alive():
+                    raise self._worker_failure(busy, "died")
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = deadline - time.monotonic()
+            busy = _native.wait_done(self._ctrl, first, count, max(0.0, min(_WAIT_SLICE_S, left)))
             if busy < 0:
                 return
             if not self._workers.processes[busy].is_alive():
                 raise self._worker_failure(busy, "died")
+            if left <= 0:
+                p = self._workers.processes[busy]
+                start, stop = self._workers.ranges[busy]
+                error = WorkerTimeoutError(
+                    f"shoal worker {busy} (pid {p.pid}, envs {start}..{stop - 1}) did not finish "
+                    f"within timeout={self.timeout:g} s (stopped, stuck or too slow); its workers "
+                    f"are killed and the pool is closed")
+                self._workers.kill()  # mid-command: no point asking them to close
+                raise error
 
     def close(self) -> None:
+        if self._pid != _this_pid:  # a forked child's copy: the workers are the parent's
+            self.closed = True
+            return
         if not self.closed:
             self._in_flight.clear()
             self._with_user.clear()

@@ -29,14 +29,14 @@ Faults: an exception in an env is re-raised in the parent with the worker's
 traceback attached as a note, and the pool is closed. A worker that dies is
 reported within a second (WorkerError naming the worker and its envs), and
 Ctrl-C while waiting closes the pool; memory is a memfd, so nothing can be
-left in /dev/shm.
+left in /dev/shm. Workers exit with the process that made the pool (not its
+thread) on every start method, and forked workers drop the memory of that
+process's other pools (shoal.pool.workers).
 """
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import pickle
-import signal
 import time
 import traceback
 import weakref
@@ -70,6 +70,7 @@ from shoal.pool.spaces import (
     row_reader,
     row_writer,
 )
+from shoal.pool.workers import ParentWatch, start_worker
 
 # What a worker's control block says about its last command.
 STATUS_QUIET = 0   # results are in shared memory, nothing on the pipe
@@ -257,12 +258,10 @@ def _error_report(worker: int) -> tuple:
 
 def _worker_main(worker: int, env_fns: CloudpickleWrapper, start: int, memory: _SharedMemory,
                  autoreset_mode: AutoresetMode, observation_mode, single_observation_space: Space,
-                 single_action_space: Space, pipe, parent_end, parent_pid: int | None) -> None:
-    """Entry point of a worker process: build the envs, report, serve commands."""
-    _native.die_with_parent()
-    if parent_pid is not None and os.getppid() != parent_pid:  # parent died before we got here
-        os._exit(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+                 single_action_space: Space, pipe, parent_end, watch: ParentWatch) -> None:
+    """Entry point of a worker process: build the envs, report, serve commands.
+    It exits when the pool's process does (watch: see shoal.pool.workers)."""
+    start_worker(watch, memory.region)
     if parent_end is not None:
         parent_end.close()
     try:
@@ -436,21 +435,11 @@ class AsyncVectorEnv(VectorEnv):
         self._workers = workers = _Workers(self._memory)
         self._finalizer = weakref.finalize(self, workers.shutdown)
         self._pipes = []
-        parent_pid = None if context == "forkserver" else os.getpid()
-        for k, (start, stop) in enumerate(self._blocks):
-            parent_end, child_end = ctx.Pipe()
-            process = ctx.Process(
-                target=_worker_main, name=f"Worker<{type(self).__name__}>-{k}",
-                args=(k, CloudpickleWrapper(list(self.env_fns[start:stop])), start, self._memory,
-                      self.autoreset_mode, self.observation_mode, self.single_observation_space,
-                      self.single_action_space, child_end,
-                      parent_end if context == "fork" else None, parent_pid))
-            process.daemon = self.daemon
-            process.start()
-            child_end.close()
-            workers.processes.append(process)
-            workers.ranges.append((start, stop))
-            self._pipes.append(parent_end)
+        watch = ParentWatch()
+        try:
+            self._launch(ctx, context, watch)
+        finally:
+            watch.close()  # every worker has its own copy once started
         checks = []
         for k in range(self.num_workers):
             kind, data = self._receive(k, "exited while starting")
@@ -469,6 +458,24 @@ class AsyncVectorEnv(VectorEnv):
             raise RuntimeError(f"Some environments have an action space different from "
                                f"`{self.single_action_space}`. In order to batch actions, the action "
                                f"spaces from all environments must be equal.")
+
+    def _launch(self, ctx, context: str, watch: ParentWatch) -> None:
+        """Start one worker per block."""
+        workers = self._workers
+        for k, (start, stop) in enumerate(self._blocks):
+            parent_end, child_end = ctx.Pipe()
+            process = ctx.Process(
+                target=_worker_main, name=f"Worker<{type(self).__name__}>-{k}",
+                args=(k, CloudpickleWrapper(list(self.env_fns[start:stop])), start, self._memory,
+                      self.autoreset_mode, self.observation_mode, self.single_observation_space,
+                      self.single_action_space, child_end,
+                      parent_end if context == "fork" else None, watch))
+            process.daemon = self.daemon
+            process.start()
+            child_end.close()
+            workers.processes.append(process)
+            workers.ranges.append((start, stop))
+            self._pipes.append(parent_end)
 
     def _worker_failure(self, k: int, what: str) -> WorkerError:
         p = self._workers.processes[k]

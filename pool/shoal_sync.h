@@ -21,6 +21,9 @@
 #include <sched.h>
 #include <errno.h>
 #include <unistd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 
@@ -153,8 +156,8 @@ static inline int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_
     return -1;
 }
 
-/* Worker: serve commands until CLOSE. (A dead parent kills the worker
- * through PR_SET_PDEATHSIG, set before this loop starts.) */
+/* Worker: serve commands until CLOSE. (A dead parent ends the worker
+ * through the watcher thread below, started before this loop.) */
 static inline void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops) {
     /* Requests count from 0 when the pool is created; the parent may have
      * sent the first one before this worker got here. */
@@ -167,6 +170,63 @@ static inline void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops) {
         shoal_publish(&ctrl->done, seen, &ctrl->parent_sleeping);
         if (command == SHOAL_CMD_CLOSE) return;
     }
+}
+
+/* ---- workers die with the pool's process ------------------------------------
+ *
+ * A worker must not outlive the process that created its pool, whatever
+ * start method made it and whichever thread created the pool. So each
+ * worker runs one detached thread that sleeps in poll() on a pidfd of that
+ * process (readable once the whole process has exited, zombie or not) and
+ * then _exit()s the worker. It costs nothing per step: the hand-off above
+ * never looks at it. PR_SET_PDEATHSIG is not used: it fires when the
+ * creating *thread* exits, and under forkserver it points at the forkserver.
+ * Without a pidfd (kernel < 5.3) the thread polls every 200 ms instead:
+ * getppid() when the pool's process is the worker's parent, else kill(pid, 0).
+ */
+typedef struct {
+    int fd;          /* pidfd of the pool's process, or -1 */
+    pid_t pid;       /* the pool's process */
+    int is_parent;   /* it is this worker's parent (fork, spawn) */
+} shoal_watch;
+
+static inline int shoal_watched_gone(const shoal_watch* w) {
+    if (w->is_parent) return getppid() != w->pid;
+    return kill(w->pid, 0) != 0 && errno == ESRCH;
+}
+
+static void* shoal_watch_main(void* arg) {
+    shoal_watch w = *(shoal_watch*)arg;
+    for (;;) {
+        if (w.fd >= 0) {
+            struct pollfd p = {w.fd, POLLIN, 0};
+            int r = poll(&p, 1, -1);
+            if (r > 0) break;
+            if (r < 0 && errno != EINTR) w.fd = -1; /* fall back to polling the pid */
+        } else {
+            if (shoal_watched_gone(&w)) break;
+            struct timespec nap = {0, 200000000L};
+            nanosleep(&nap, NULL);
+        }
+    }
+    _exit(1);
+    return NULL;
+}
+
+/* Start the watcher thread; 0 on success, else an errno value. */
+static inline int shoal_watch_parent(int fd, pid_t pid, int is_parent) {
+    static shoal_watch w; /* one watcher per worker process */
+    w.fd = fd;
+    w.pid = pid;
+    w.is_parent = is_parent;
+    pthread_attr_t attr;
+    pthread_t thread;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    int err = pthread_create(&thread, &attr, shoal_watch_main, &w);
+    pthread_attr_destroy(&attr);
+    return err;
 }
 
 #endif /* SHOAL_SYNC_H */

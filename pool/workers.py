@@ -1,0 +1,88 @@
+"""How a worker process starts: shared by the native and the Python pools.
+
+Lifetime. Workers die with the *process* that created their pool, on every
+start method and whatever thread created the pool: the pool hands each
+worker a ParentWatch (a pidfd of the pool's process), and the worker runs a
+C thread that sleeps in poll() on it and _exit()s the worker when that
+process is gone (see shoal_sync.h). Nothing is added to the per-step path.
+
+Inherited memory. A forked worker inherits every descriptor and mapping of
+the pool's process, including the memfds of the process's *other* pools;
+holding them would keep those pools' memory alive after their close(). So
+a worker swaps other pools' memfd descriptors for /dev/null and replaces
+their mappings with private anonymous memory, keeping only its own region.
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+from shoal.pool import _native
+from shoal.pool.layout import MEMFD_NAME
+
+
+class ParentWatch:
+    """Made in the pool's process before its workers start; passed to each
+    worker (fork: inherited as is; spawn / forkserver: pickled, the
+    descriptor travels with it). close() once the workers have started."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        try:
+            self.fd = os.pidfd_open(self.pid)  # close-on-exec, as every pidfd
+        except (AttributeError, OSError):  # kernel < 5.3: workers poll the pid
+            self.fd = -1
+
+    def __reduce__(self):
+        from multiprocessing.reduction import DupFd
+        return (_rebuild_watch, (self.pid, DupFd(self.fd) if self.fd >= 0 else None))
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _rebuild_watch(pid: int, dup_fd) -> ParentWatch:
+    watch = ParentWatch.__new__(ParentWatch)
+    watch.pid = pid
+    watch.fd = dup_fd.detach() if dup_fd is not None else -1
+    return watch
+
+
+def start_worker(watch: ParentWatch, own_region) -> None:
+    """First thing a worker does: die with the pool's process, leave Ctrl-C
+    to it, and drop other pools' inherited memory (own_region: the
+    SharedRegion this worker uses)."""
+    _native.watch_parent(watch.fd, watch.pid, os.getppid() == watch.pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    forget_other_regions(os.fstat(own_region.fd).st_ino)
+
+
+def forget_other_regions(keep_inode: int) -> None:
+    """Release every shoal memfd of this process but the one with inode
+    `keep_inode`: descriptors become /dev/null (their numbers stay taken, so
+    the Python objects owning them close nothing else later) and mappings
+    become private anonymous memory."""
+    prefix = f"/memfd:{MEMFD_NAME}"
+    null = None
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith(prefix) \
+                    or os.fstat(fd).st_ino == keep_inode:
+                continue
+        except OSError:  # closed meanwhile (the listing's own descriptor)
+            continue
+        if null is None:
+            null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        os.dup2(null, fd, inheritable=False)
+    if null is not None:
+        os.close(null)
+    with open("/proc/self/maps") as maps:
+        lines = maps.read().splitlines()
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith(prefix) and int(fields[4]) != keep_inode:
+            start, stop = (int(x, 16) for x in fields[0].split("-"))
+            _native.forget_mapping(start, stop - start)
