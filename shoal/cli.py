@@ -82,9 +82,17 @@ def _train(args: list[str]) -> int:
         where = f"default.ini + {os.path.basename(config.env_ini(env))}" if env else "default.ini"
         print(f"usage: {usage}\n\nTrain a PPO agent on ENV (one of: {', '.join(shoal.envs.names())}).\n"
               f"Config: configs/default.ini, then configs/ENV.ini, then --config files, then flags.\n\n"
+              f"Every value is checked (range, choices) before anything runs: a bad one is an\n"
+              f"error naming its key (exit status 2).\n\n"
               f"options:\n  --config FILE        an extra ini file (repeatable)\n"
-              f"  --resume CHECKPOINT  continue from a checkpoint.pt\n"
-              f"  --run-dir DIR        write logs and checkpoints here\n\n"
+              f"  --resume CHECKPOINT  continue from a checkpoint.pt: its [env] and [policy]\n"
+              f"                       settings are used (the weights fix the policy's shape),\n"
+              f"                       [vec] and [train] come from the command line as usual\n"
+              f"  --run-dir DIR        write logs and checkpoints here (default: a new folder\n"
+              f"                       [train] run_dir/ENV-sSEED-TIME[-N]). DIR may be new or\n"
+              f"                       empty; a DIR holding a run (config.ini, log.csv or\n"
+              f"                       checkpoint.pt) is refused, unless --resume names the\n"
+              f"                       checkpoint in DIR: then the run goes on there\n\n"
               f"keys ({where}; flag, default, type):\n{config.help_text(cfg)}")
         return 0
     if env is None:
@@ -121,9 +129,18 @@ def _train(args: list[str]) -> int:
         if train is None:
             return 2
         summary = train.train(cfg, resume=resume, run_dir=run_dir)
-    except (config.ConfigError, ValueError, FileNotFoundError) as e:
+    except (config.ConfigError, ValueError, FileNotFoundError) as e:  # train.RunError too
         print(f"shoal train: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # a pool worker died (WorkerError): the checkpoint was saved, its note says where
+        from shoal.pool import WorkerError  # imported by then: training uses the pool
+        if not isinstance(e, WorkerError):
+            raise
+        print("shoal train: error: " + "\n".join([str(e), *getattr(e, "__notes__", [])]), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # a Ctrl-C after the final save (while the pool closed)
+        print("shoal train: interrupted", file=sys.stderr)
+        return 130
     solved = summary.get("solved_seconds")
     print(f"trained {summary['global_step']:,} steps in {summary['train_seconds']:.1f} s"
           + (f"; reached the target return after {solved:.2f} s" if solved is not None else "")
@@ -144,6 +161,8 @@ def _eval(args: list[str]) -> int:
     p.add_argument("--gif-steps", type=int, default=300)
     a = p.parse_args(args)
     import shoal.envs
+    if a.episodes < 1:
+        p.error("--episodes must be at least 1")
     try:
         spec = shoal.envs.spec(a.env)
     except ValueError as e:
@@ -155,7 +174,11 @@ def _eval(args: list[str]) -> int:
     train = _import_train()
     if train is None:
         return 2
-    policy, cfg = train.policy_from_checkpoint(train.load_checkpoint(a.checkpoint))
+    try:
+        policy, cfg = train.policy_from_checkpoint(train.load_checkpoint(a.checkpoint), a.checkpoint)
+    except train.RunError as e:
+        print(f"shoal eval: error: {e}", file=sys.stderr)
+        return 2
     if shoal.envs.spec(cfg["env"]["name"]).name != spec.name:
         p.error(f"the checkpoint is for {cfg['env']['name']}, not {spec.name}")
     r = train.evaluate(policy, spec.name, a.episodes, a.seed, deterministic=not a.sample)

@@ -10,6 +10,11 @@ values fix each key's type (bool, int, float or str), so a later layer may
 only set keys default.ini has, with values of that type. Errors name the
 section, key or value at fault and suggest the closest valid key.
 
+Beyond its type, each key's value must pass its rule in RULES (a range or
+a set of choices), and the merged config the cross-key rules of validate():
+load() checks both, so a bad value stops `shoal train` before it makes a
+run folder. A malformed ini file is a ConfigError naming the file and line.
+
 Keys are written with underscores in ini files; flags accept dashes or
 underscores (`--train.learning-rate` == `--train.learning_rate`).
 """
@@ -17,7 +22,9 @@ from __future__ import annotations
 
 import configparser
 import difflib
+import math
 import os
+import re
 from importlib import resources
 
 Config = dict[str, dict[str, object]]
@@ -42,9 +49,32 @@ def env_ini(env: str) -> str:
 def _read_ini(path: str) -> dict[str, dict[str, str]]:
     parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=("#", ";"))
     parser.optionxform = str  # keep keys as written; we normalise them ourselves
-    with open(path) as f:
-        parser.read_file(f, source=path)
+    try:
+        with open(path) as f:
+            parser.read_file(f, source=path)
+    except configparser.Error as e:
+        raise ConfigError(f"malformed ini file {path}: {_ini_problem(e, path)}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read config file {path}: {e}") from None
     return {s: {_norm(k): v for k, v in parser[s].items()} for s in parser.sections()}
+
+
+def _ini_problem(e: configparser.Error, path: str) -> str:
+    """configparser's error as 'line N: what is wrong' (its own text is multi-line)."""
+    def text(lineno: int) -> str:
+        with open(path, errors="replace") as f:
+            return repr(f.read().splitlines()[lineno - 1].strip())
+
+    if isinstance(e, configparser.MissingSectionHeaderError):  # a ParsingError: test it first
+        return f"line {e.lineno}: {text(e.lineno)} comes before any [section] header"
+    if isinstance(e, configparser.ParsingError):
+        lineno = e.errors[0][0]
+        return f"line {lineno}: {text(lineno)} is neither a [section], a key = value nor a comment"
+    if isinstance(e, configparser.DuplicateOptionError):
+        return f"line {e.lineno}: key {e.option!r} appears twice in section [{e.section}]"
+    if isinstance(e, configparser.DuplicateSectionError):
+        return f"line {e.lineno}: section [{e.section}] appears twice"
+    return str(e)
 
 
 def _norm(key: str) -> str:
@@ -94,6 +124,94 @@ def parse_value(section: str, key: str, text: str, default):
     return raw
 
 
+# What each key may hold beyond its type: (check, what is expected). Float
+# keys without a rule must be finite. tests/test_train_config.py checks that
+# every non-bool key of default.ini has a rule here or is a float.
+def _at_least(lo, strict: bool = False):
+    kind = "an integer" if isinstance(lo, int) else "a finite number"
+    return ((lambda v: math.isfinite(v) and (v > lo if strict else v >= lo)),
+            f"{kind} {'>' if strict else '>='} {lo:g}")
+
+
+def _between(lo: float, hi: float):
+    return (lambda v: lo <= v <= hi), f"a number in [{lo:g}, {hi:g}]"  # nan fails both
+
+
+def _one_of(*choices: str):
+    return (lambda v: v in choices), f"one of {', '.join(choices)}"
+
+
+_FINITE = (math.isfinite, "a finite number")
+
+RULES: dict[tuple[str, str], tuple] = {
+    ("env", "name"): ((lambda v: v != ""), "an env name"),
+    ("vec", "backend"): _one_of("serial", "multiprocessing", "cuda"),
+    ("vec", "num_envs"): _at_least(1),
+    ("vec", "num_workers"): _at_least(0),
+    ("vec", "num_batches"): _at_least(1),
+    ("train", "seed"): ((lambda v: 0 <= v < 2**32), "an integer in [0, 2**32)"),  # numpy's seed range
+    ("train", "device"): ((lambda v: v in ("cpu", "cuda", "auto") or re.fullmatch(r"cuda:\d+", v)),
+                          "one of cpu, cuda, cuda:N, auto"),
+    ("train", "torch_threads"): _at_least(0),
+    ("train", "total_timesteps"): _at_least(1),
+    ("train", "max_train_seconds"): _at_least(0.0),
+    ("train", "learning_rate"): _at_least(0.0, strict=True),
+    ("train", "num_steps"): _at_least(1),
+    ("train", "gamma"): _between(0.0, 1.0),
+    ("train", "gae_lambda"): _between(0.0, 1.0),
+    ("train", "num_minibatches"): _at_least(1),
+    ("train", "update_epochs"): _at_least(1),
+    ("train", "clip_coef"): _at_least(0.0),
+    ("train", "ent_coef"): _at_least(0.0),
+    ("train", "vf_coef"): _at_least(0.0),
+    ("train", "max_grad_norm"): _at_least(0.0, strict=True),
+    ("train", "eval_interval"): _at_least(0.0),
+    # >= 1: a run always ends with an evaluation (its summary's eval_return)
+    ("train", "eval_episodes"): _at_least(1),
+    ("train", "target_return"): _FINITE,
+    ("train", "log_interval"): _at_least(0.0),
+    ("train", "dashboard"): _one_of("auto", "rich", "plain", "none"),
+    ("train", "run_dir"): ((lambda v: v != ""), "a folder path"),
+    ("train", "checkpoint_interval"): _at_least(0.0),
+    ("policy", "hidden_size"): _at_least(1),
+    ("policy", "num_layers"): _at_least(1),
+    ("policy", "activation"): _one_of("tanh", "relu"),
+}
+
+
+def check_value(section: str, key: str, value, where: str = "") -> None:
+    """A ConfigError naming the key and value unless `value` passes the key's rule."""
+    rule = RULES.get((section, key))
+    if rule is None and isinstance(value, float):
+        rule = _FINITE
+    if rule is None or isinstance(value, bool):
+        return
+    ok, expected = rule
+    if not ok(value):
+        at = f" (in {where})" if where else ""
+        raise ConfigError(f"[{section}] {key} = {value!r}: expected {expected}{at}")
+
+
+def validate(config: Config) -> None:
+    """Every key's rule, then the rules between keys; a ConfigError naming the first broken one."""
+    for section, keys in config.items():
+        for key, value in keys.items():
+            check_value(section, key, value)
+    vec, tc = config["vec"], config["train"]
+    if vec["backend"] != "cuda" and vec["num_envs"] % vec["num_batches"]:
+        raise ConfigError(f"[vec] num_batches = {vec['num_batches']}: expected a divisor of "
+                          f"[vec] num_envs = {vec['num_envs']} (each batch steps the same number of envs)")
+    from shoal import envs  # here: shoal.envs imports the compiled envs
+    try:
+        agents = envs.spec(config["env"]["name"]).agents
+    except ValueError:  # an unknown env is reported where it is made
+        agents = 1
+    batch = tc["num_steps"] * vec["num_envs"] * agents
+    if tc["num_minibatches"] > batch:
+        raise ConfigError(f"[train] num_minibatches = {tc['num_minibatches']}: expected at most the "
+                          f"batch size, [train] num_steps x [vec] num_envs x agents = {batch}")
+
+
 def _infer(text: str):
     """The typed value of a default.ini entry: bool, int, float, else str."""
     raw = text.strip()
@@ -134,7 +252,9 @@ def apply(config: Config, section: str, key: str, text: str, where: str = "") ->
         close = difflib.get_close_matches(f"{section}.{key}".replace("_", "-"), dotted, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else _suggest(key, config[section])
         raise ConfigError(f"unknown key {key!r} in section [{section}]{at}{hint}")
-    config[section][key] = parse_value(section, key, text, config[section][key])
+    value = parse_value(section, key, text, config[section][key])
+    check_value(section, key, value, where)
+    config[section][key] = value
 
 
 def merge_ini(config: Config, path: str) -> None:
@@ -164,7 +284,8 @@ def parse_flags(config: Config, flags: list[str]) -> None:
 
 
 def load(env: str | None, flags: list[str] = (), extra_ini: list[str] = ()) -> Config:
-    """default.ini, then configs/<env>.ini, then extra ini files, then flags."""
+    """default.ini, then configs/<env>.ini, then extra ini files, then flags;
+    validated (a ConfigError names the first bad key)."""
     config = defaults()
     if env is not None and os.path.exists(env_ini(env)):
         merge_ini(config, env_ini(env))
@@ -175,6 +296,7 @@ def load(env: str | None, flags: list[str] = (), extra_ini: list[str] = ()) -> C
     parse_flags(config, list(flags))
     if env is not None:
         config["env"]["name"] = env
+    validate(config)
     return config
 
 

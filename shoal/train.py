@@ -15,8 +15,8 @@ The file reads top to bottom:
 3. GAE and the PPO update: clipped policy and value losses, entropy bonus,
    advantage normalisation, gradient clipping, learning-rate annealing.
    Rows whose agent is absent (pool.masks false) weigh nothing anywhere;
-4. evaluation, checkpoints (atomic), logs (CSV, TensorBoard, dashboard);
-5. train(): the loop tying them together.
+4. evaluation, checkpoints (atomic, Ctrl-C-proof), logs (CSV, TensorBoard, dashboard);
+5. train(): the run folder (never shared), the loop tying them together.
 
 Autoreset is SAME_STEP: the step that ends an episode returns the next
 episode's first obs, with the last obs in info["final_obs"]; truncated
@@ -25,10 +25,14 @@ episodes are bootstrapped from V(final obs). torch is imported here only:
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import itertools
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from collections import defaultdict
 
@@ -40,6 +44,11 @@ import shoal
 from shoal import config as shoal_config
 
 BACKENDS = ("serial", "multiprocessing", "cuda")
+
+
+class RunError(ValueError):
+    """A run that cannot start: its folder holds another run, or its
+    checkpoint is missing, unreadable or for another env."""
 
 
 # ============================================================================
@@ -517,25 +526,81 @@ def rollout_frames(policy: Policy, env: str, steps: int, seed: int, deterministi
     return frames
 
 
+@contextlib.contextmanager
+def sigint_deferred():
+    """Hold Ctrl-C back while the block runs (a save must not stop half way):
+    yields a list that is non-empty afterwards if Ctrl-C came meanwhile.
+    Only the main thread receives signals; where SIGINT is ignored, it stays so."""
+    caught: list = []
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous in (signal.SIG_IGN, None):
+        yield caught
+        return
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield caught
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def save_checkpoint(path: str, policy, optimizer, cfg: dict, progress: dict) -> None:
-    """Write atomically: a temp file in the same folder, then rename."""
+    """Write atomically: a temp file in the same folder, on disk, then renamed
+    over the old checkpoint. On any failure (disk full, Ctrl-C) the temp file
+    goes and the old checkpoint stays as it was."""
     tmp = f"{path}.tmp{os.getpid()}"
-    torch.save({"policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
-                "config": cfg, "progress": dict(progress),
-                "torch_rng": torch.get_rng_state()}, tmp)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            torch.save({"policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+                        "config": cfg, "progress": dict(progress),
+                        "torch_rng": torch.get_rng_state()}, f)
+            f.flush()
+            os.fsync(f.fileno())  # the rename must not reach the disk before the data
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
 
 
 def load_checkpoint(path: str) -> dict:
-    return torch.load(path, map_location="cpu", weights_only=False)
+    """A checkpoint written by save_checkpoint, or a RunError naming the file
+    and what is wrong with it."""
+    if not os.path.isfile(path):
+        raise RunError(f"checkpoint {path} does not exist" if not os.path.exists(path)
+                       else f"checkpoint {path} is not a file")
+    size = os.path.getsize(path)
+    if size == 0:
+        raise RunError(f"checkpoint {path} is empty (0 bytes): the save that wrote it did not finish")
+    try:  # weights_only: a checkpoint holds tensors and plain values, and must not run code
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # zip, pickle and I/O errors, depending on where the damage is
+        why = (str(e).strip() or type(e).__name__).splitlines()[0].split(". ")[0]  # torch's is long
+        raise RunError(f"checkpoint {path} is truncated or corrupt ({size} bytes; "
+                       f"torch.load: {why})") from None
+    missing = [k for k in ("policy", "optimizer", "config", "progress")
+               if not isinstance(ckpt, dict) or k not in ckpt]
+    if missing:
+        raise RunError(f"{path} is not a shoal checkpoint (it has no {', '.join(missing)})")
+    return ckpt
 
 
-def policy_from_checkpoint(ckpt: dict) -> tuple[Policy, dict]:
+def load_policy_state(policy: Policy, state: dict, path: str) -> None:
+    try:
+        policy.load_state_dict(state)
+    except (RuntimeError, KeyError, TypeError) as e:
+        first = str(e).strip().splitlines()[0]
+        raise RunError(f"checkpoint {path}: its policy weights do not fit its [policy] config ({first})") from None
+
+
+def policy_from_checkpoint(ckpt: dict, path: str = "checkpoint") -> tuple[Policy, dict]:
     cfg = ckpt["config"]
-    spec = shoal.env_spec(cfg["env"]["name"])
-    p = cfg["policy"]
-    policy = Policy(spec, p["hidden_size"], p["num_layers"], p["activation"], p["lstm"])
-    policy.load_state_dict(ckpt["policy"])
+    try:
+        spec = shoal.env_spec(cfg["env"]["name"])
+        p = cfg["policy"]
+        policy = Policy(spec, p["hidden_size"], p["num_layers"], p["activation"], p["lstm"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise RunError(f"checkpoint {path}: its config is not usable ({type(e).__name__}: {e})") from None
+    load_policy_state(policy, ckpt["policy"], path)
     policy.eval()
     return policy, cfg
 
@@ -641,11 +706,72 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+RUN_FILES = ("checkpoint.pt", "log.csv", "config.ini")  # a folder with any of these holds a run
+
+
+def make_run_dir(cfg: dict, run_dir: str | None, resume: str | None) -> str:
+    """The run's folder, made or claimed atomically, so that no two runs share one.
+
+    run_dir None: a new <[train] run_dir>/<env>-s<seed>-<time>/, with -2, -3...
+    appended when runs of the same env and seed start in the same second.
+    An explicit run_dir may be new or hold no run (none of RUN_FILES); or it
+    is the folder of the checkpoint being resumed, and the run goes on there
+    (log.csv appended, checkpoint.pt replaced). Any other folder holding a
+    run is refused: a RunError naming it."""
+    if run_dir is None:
+        tc = cfg["train"]
+        name = f"{shoal.env_spec(cfg['env']['name']).name.lower()}-s{tc['seed']}-{time.strftime('%Y%m%d-%H%M%S')}"
+        os.makedirs(tc["run_dir"], exist_ok=True)
+        for n in itertools.count(1):
+            path = os.path.join(tc["run_dir"], name if n == 1 else f"{name}-{n}")
+            try:
+                os.mkdir(path)  # atomic: of two runs making the same name, one gets FileExistsError
+                return path
+            except FileExistsError:
+                continue
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+    except FileExistsError:
+        raise RunError(f"--run-dir {run_dir} exists and is not a folder") from None
+    if resume and os.path.samefile(os.path.dirname(os.path.abspath(resume)), run_dir):
+        return run_dir  # resuming in place: this run's own folder
+    held = [f for f in RUN_FILES if os.path.exists(os.path.join(run_dir, f))]
+    if not held:
+        try:  # claim the folder: of two runs starting here at once, one finds config.ini there
+            open(os.path.join(run_dir, "config.ini"), "x").close()
+            return run_dir
+        except FileExistsError:
+            held = ["config.ini"]
+    ckpt = os.path.join(run_dir, "checkpoint.pt")
+    hint = f", or continue that run with --resume {ckpt} --run-dir {run_dir}" if os.path.exists(ckpt) else ""
+    raise RunError(f"run folder {run_dir} already holds a run ({', '.join(held)}); "
+                   f"not overwriting it: choose another --run-dir{hint}")
+
+
 def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> dict:
     """Train with PPO as `cfg` (shoal.config.load) says. Returns a summary:
     global_step, train_seconds, final eval, solve time (first evaluation
     with mean return >= target_return, in training seconds), run_dir,
-    checkpoint. Ctrl-C stops training and still writes the checkpoint."""
+    checkpoint. Ctrl-C stops training and still writes the checkpoint; so
+    does an error (a pool worker dying: shoal.pool.WorkerError), which is
+    then raised again. Resuming takes [env] and [policy] from the checkpoint
+    (the policy's shape must match its weights), [vec] and [train] from cfg.
+    Everything that can be checked is checked before the run folder is made:
+    a ConfigError (a bad value) or a RunError (a bad checkpoint, a used folder)."""
+    cfg = {section: dict(keys) for section, keys in cfg.items()}  # ours to amend, not the caller's
+    ckpt = None
+    if resume:
+        ckpt = load_checkpoint(resume)
+        saved = ckpt["config"]
+        if shoal.env_spec(saved["env"]["name"]).name != shoal.env_spec(cfg["env"]["name"]).name:
+            raise RunError(f"checkpoint {resume} is for {saved['env']['name']}, not {cfg['env']['name']}")
+        differ = {k: v for k, v in saved["policy"].items() if cfg["policy"].get(k) != v}
+        if differ:
+            print(f"resuming {resume}: its [policy] " + ", ".join(f"{k} = {v}" for k, v in differ.items())
+                  + " replaces the command line's " + ", ".join(f"{k} = {cfg['policy'].get(k)}" for k in differ),
+                  file=sys.stderr)
+        cfg["env"], cfg["policy"] = dict(saved["env"]), {**cfg["policy"], **saved["policy"]}
+    shoal_config.validate(cfg)
     tc, vc, pc = cfg["train"], cfg["vec"], cfg["policy"]
     env = cfg["env"]["name"]
     spec = shoal.env_spec(env)
@@ -657,8 +783,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     np.random.seed(seed)
     torch.manual_seed(seed)
 
-    run_dir = run_dir or os.path.join(tc["run_dir"], f"{spec.name.lower()}-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}")
-    os.makedirs(run_dir, exist_ok=True)
+    run_dir = make_run_dir(cfg, run_dir, resume)
     with open(os.path.join(run_dir, "config.ini"), "w") as f:
         f.write(shoal_config.to_ini(cfg))
     ckpt_path = os.path.join(run_dir, "checkpoint.pt")
@@ -667,14 +792,12 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     optimizer = torch.optim.Adam(policy.parameters(), lr=tc["learning_rate"], eps=1e-5)
     progress = {"global_step": 0, "update": 0, "train_seconds": 0.0, "solved_seconds": None,
                 "solved_step": None}
-    if resume:
-        ckpt = load_checkpoint(resume)
-        if shoal.env_spec(ckpt["config"]["env"]["name"]).name != spec.name:
-            raise ValueError(f"checkpoint {resume} is for {ckpt['config']['env']['name']}, not {env}")
-        policy.load_state_dict(ckpt["policy"])
+    if ckpt is not None:
+        load_policy_state(policy, ckpt["policy"], resume)
         optimizer.load_state_dict(ckpt["optimizer"])
         progress.update(ckpt["progress"])
-        torch.set_rng_state(ckpt["torch_rng"])
+        if "torch_rng" in ckpt:
+            torch.set_rng_state(ckpt["torch_rng"])
 
     # Each resume gets fresh env seeds (the pool's state is not checkpointed).
     pool = make_pool(cfg, env, seed=seed * vc["num_envs"] + 7919 * progress["update"], device=device)
@@ -688,6 +811,10 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     episodes, ret_sum, len_sum = 0, 0.0, 0.0
     ep_mean_return, ep_mean_length = float("nan"), float("nan")
     losses: dict = {}
+    clock, base_seconds = None, progress["train_seconds"]
+
+    def train_seconds() -> float:  # wall time, minus evaluations
+        return base_seconds + time.perf_counter() - clock - timers.total["eval"]
 
     def run_eval() -> float:
         with timers.time("eval"):
@@ -699,12 +826,8 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     try:
         ro = (DeviceRollout if vc["backend"] == "cuda" else Rollout)(pool, policy, cfg, device, timers)
         clock = time.perf_counter()
-        base_seconds = progress["train_seconds"]
         last_log = last_ckpt = last_eval_time = 0.0
         log_steps = progress["global_step"]
-
-        def train_seconds() -> float:  # wall time, minus evaluations
-            return base_seconds + time.perf_counter() - clock - timers.total["eval"]
 
         if tc["eval_interval"] > 0 and progress["update"] == 0:  # the curve's starting point
             last_eval = run_eval()
@@ -717,10 +840,11 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
                 frac = 1.0 - progress["update"] / num_updates
                 optimizer.param_groups[0]["lr"] = frac * tc["learning_rate"]
             ro.collect()
-            progress["global_step"] += batch
             with timers.time("learn"):
                 losses = ppo_update(policy, optimizer, ro, cfg)
-            progress["update"] += 1
+            # Both counters move at once (one dict.update: no Ctrl-C between them),
+            # and only after the update: an interrupted update counts for neither.
+            progress.update(global_step=progress["global_step"] + batch, update=progress["update"] + 1)
 
             s = pool.episode_stats()
             if s["episodes"]:
@@ -752,19 +876,32 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
                 episodes, ret_sum, len_sum = 0, 0.0, 0.0
             if tc["checkpoint_interval"] > 0 and now - last_ckpt >= tc["checkpoint_interval"]:
                 progress["train_seconds"] = train_seconds()
-                save_checkpoint(ckpt_path, policy, optimizer, cfg, progress)
+                with sigint_deferred() as ctrl_c:
+                    save_checkpoint(ckpt_path, policy, optimizer, cfg, progress)
+                if ctrl_c:  # held back during the save: stop now, as for any Ctrl-C
+                    raise KeyboardInterrupt
                 last_ckpt = now
             if done:
                 break
-        progress["train_seconds"] = train_seconds()
     except KeyboardInterrupt:
         summary["interrupted"] = True
-        progress["train_seconds"] = train_seconds() if "clock" in locals() else progress["train_seconds"]
         print("\ninterrupted: writing a final checkpoint", file=sys.stderr)
+    except Exception as e:  # e.g. a pool worker died: save what was learnt, then re-raise
+        print("\ntraining stopped by an error: writing a final checkpoint", file=sys.stderr)
+        e.add_note(f"the checkpoint holds the training up to the error: {ckpt_path}")
+        raise
     finally:
-        pool.close()
-        logger.close()
-        save_checkpoint(ckpt_path, policy, optimizer, cfg, progress)
+        # The save first (a broken pool may fail to close), and whole: a second
+        # Ctrl-C waits until it is done, then ends the run (no final evaluation).
+        with sigint_deferred() as ctrl_c:
+            if clock is not None:  # the training time so far, however the loop ended
+                progress["train_seconds"] = train_seconds()
+            save_checkpoint(ckpt_path, policy, optimizer, cfg, progress)
+        summary["interrupted"] = summary["interrupted"] or bool(ctrl_c)
+        try:
+            pool.close()
+        finally:
+            logger.close()
 
     summary.update(progress)
     summary["timers"] = dict(timers.total)

@@ -1,0 +1,392 @@
+"""shoal train / eval when things go wrong (issue 10): bad values and ini
+files, run folders that two runs could share, bad checkpoints, resuming
+another policy shape, Ctrl-C during the final save, a dead pool worker."""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from shoal import cli, config, train  # noqa: E402
+from shoal.pool import WorkerError  # noqa: E402
+
+# 2 updates of 8 envs x 16 steps, no evaluation until the (2-episode) final one
+TINY = ["--vec.backend", "serial", "--vec.num-envs", "8", "--vec.num-batches", "1",
+        "--train.num-steps", "16", "--train.total-timesteps", "256", "--train.dashboard", "none",
+        "--train.tensorboard", "false", "--train.checkpoint-interval", "0",
+        "--train.eval-interval", "0", "--train.eval-episodes", "2"]
+BATCH = 8 * 16
+
+
+def tiny(*flags):
+    return config.load("cartpole", [*TINY, *flags])
+
+
+def no_temp_files(folder) -> bool:
+    return not glob.glob(os.path.join(str(folder), "*.tmp*"))
+
+
+@pytest.fixture
+def sigint_raises():
+    """Ctrl-C raises KeyboardInterrupt here, even where the suite runs with SIGINT ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture(scope="module")
+def run32(tmp_path_factory):
+    """A finished tiny run with a non-default policy shape (hidden_size 32)."""
+    folder = tmp_path_factory.mktemp("run32")
+    return train.train(tiny("--policy.hidden-size", "32"), run_dir=str(folder))
+
+
+# ---------------------------------------------------------------------------
+# 5. Every value checked up front, naming its key
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("flag,value,message", [
+    ("--train.num-steps", "0", "[train] num_steps = 0: expected an integer >= 1"),
+    ("--train.num-minibatches", "0", "[train] num_minibatches = 0: expected an integer >= 1"),
+    ("--train.update-epochs", "0", "[train] update_epochs = 0: expected an integer >= 1"),
+    ("--policy.activation", "gelu", "[policy] activation = 'gelu': expected one of tanh, relu"),
+    ("--train.device", "tpu", "[train] device = 'tpu': expected one of cpu, cuda, cuda:N, auto"),
+    ("--train.dashboard", "fancy", "[train] dashboard = 'fancy': expected one of auto, rich, plain, none"),
+    ("--vec.backend", "tpu", "[vec] backend = 'tpu': expected one of serial, multiprocessing, cuda"),
+    ("--train.learning-rate", "-1e-3", "[train] learning_rate = -0.001: expected a finite number > 0"),
+    ("--train.learning-rate", "inf", "[train] learning_rate = inf: expected a finite number > 0"),
+    ("--train.gamma", "nan", "[train] gamma = nan: expected a number in [0, 1]"),
+    ("--train.gae-lambda", "1.5", "[train] gae_lambda = 1.5: expected a number in [0, 1]"),
+    ("--train.ent-coef", "nan", "[train] ent_coef = nan: expected a finite number >= 0"),
+    ("--train.target-return", "nan", "[train] target_return = nan: expected a finite number"),
+    ("--policy.hidden-size", "0", "[policy] hidden_size = 0: expected an integer >= 1"),
+    ("--policy.num-layers", "0", "[policy] num_layers = 0: expected an integer >= 1"),
+    ("--train.eval-episodes", "0", "[train] eval_episodes = 0: expected an integer >= 1"),
+    ("--vec.num-envs", "0", "[vec] num_envs = 0: expected an integer >= 1"),
+    ("--train.seed", "-1", "[train] seed = -1: expected an integer in [0, 2**32)"),
+    ("--train.max-train-seconds", "-5", "[train] max_train_seconds = -5.0: expected a finite number >= 0"),
+])
+def test_bad_value_is_a_config_error_naming_the_key(flag, value, message):
+    with pytest.raises(config.ConfigError) as e:
+        config.load("cartpole", [flag, value])
+    assert message in str(e.value) and f"flag {flag}" in str(e.value)
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--vec.num-envs", "8", "--vec.num-batches", "3"],
+     "[vec] num_batches = 3: expected a divisor of [vec] num_envs = 8"),
+    (["--vec.num-envs", "2", "--train.num-steps", "4", "--train.num-minibatches", "9"],
+     "[train] num_minibatches = 9: expected at most the batch size"),
+])
+def test_rules_between_keys(flags, message):
+    with pytest.raises(config.ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        config.load("cartpole", flags)
+
+
+def test_every_key_has_a_rule():
+    """A new key in default.ini needs a rule in config.RULES (bools and floats have one built in)."""
+    for section, keys in config.defaults().items():
+        for key, value in keys.items():
+            assert isinstance(value, (bool, float)) or (section, key) in config.RULES, (section, key)
+    config.validate(config.defaults())  # the defaults pass their own rules
+    for env in ("cartpole", "snake", "drive", "explorer"):
+        config.load(env)  # and so do the env ini files
+
+
+@pytest.mark.parametrize("flag,value", [
+    ("--train.num-steps", "0"), ("--policy.activation", "gelu"), ("--train.device", "tpu"),
+    ("--train.learning-rate", "-1"), ("--train.gamma", "nan"), ("--policy.hidden-size", "0"),
+    ("--policy.num-layers", "0"), ("--train.eval-episodes", "0"), ("--train.num-minibatches", "0"),
+])
+def test_cli_rejects_a_bad_value_before_making_a_run_folder(tmp_path, capsys, flag, value):
+    runs = tmp_path / "runs"
+    assert cli.main(["train", "cartpole", *TINY, "--train.run-dir", str(runs), flag, value]) == 2
+    err = capsys.readouterr().err
+    key = flag[2:].split(".")[1].replace("-", "_")
+    assert f"shoal train: error: [{flag[2:].split('.')[0]}] {key} = " in err and "Traceback" not in err
+    assert not runs.exists()
+
+
+def test_train_validates_a_config_built_in_code(tmp_path):
+    cfg = tiny()
+    cfg["train"]["num_steps"] = 0
+    with pytest.raises(config.ConfigError, match=r"\[train\] num_steps = 0"):
+        train.train(cfg, run_dir=str(tmp_path / "r"))
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("text,line,what", [
+    ("[train]\nseed = 1\noops\n", 3, "'oops' is neither a [section]"),
+    ("seed = 1\n[train]\n", 1, "before any [section] header"),
+    ("[train]\nseed = 1\nseed = 2\n", 3, "key 'seed' appears twice"),
+    ("[train]\n[policy]\n[train]\n", 3, "section [train] appears twice"),
+])
+def test_malformed_ini_names_the_file_and_line(tmp_path, capsys, text, line, what):
+    path = tmp_path / "bad.ini"
+    path.write_text(text)
+    with pytest.raises(config.ConfigError) as e:
+        config.load("cartpole", [], [str(path)])
+    assert f"malformed ini file {path}: line {line}: " in str(e.value) and what in str(e.value)
+    assert cli.main(["train", "cartpole", "--config", str(path)]) == 2
+    assert f"{path}: line {line}" in capsys.readouterr().err
+
+
+def test_broken_configs_file_names_the_file_and_line(tmp_path, monkeypatch, capsys):
+    with open(os.path.join(config.configs_dir(), "default.ini")) as f:
+        (tmp_path / "default.ini").write_text(f.read())
+    (tmp_path / "cartpole.ini").write_text("[train]\nlearning_rate 3e-3\n")  # no "="
+    monkeypatch.setattr(config, "configs_dir", lambda: str(tmp_path))
+    with pytest.raises(config.ConfigError, match=r"cartpole.ini: line 2: 'learning_rate 3e-3'"):
+        config.load("cartpole")
+    assert cli.main(["train", "cartpole"]) == 2
+    assert "cartpole.ini: line 2" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# 3. Run folders: never shared, never overwritten
+# ---------------------------------------------------------------------------
+def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
+    monkeypatch.setattr(train.time, "strftime", lambda fmt, *t: "20250101-000000")
+    runs = tmp_path / "runs"
+    a = train.train(tiny("--train.run-dir", str(runs)))
+    b = train.train(tiny("--train.run-dir", str(runs)))
+    assert os.path.basename(a["run_dir"]) == "cartpole-s0-20250101-000000"
+    assert os.path.basename(b["run_dir"]) == "cartpole-s0-20250101-000000-2"
+    for s in (a, b):
+        assert train.load_checkpoint(s["checkpoint"])["progress"]["update"] == 2
+    # Made atomically: runs starting at once (threads here) all get a folder of their own.
+    cfg = tiny("--train.run-dir", str(runs))
+    made, start = [], threading.Barrier(8)
+
+    def claim():
+        start.wait()
+        made.append(train.make_run_dir(cfg, None, None))
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(made)) == 8 and all(os.path.isdir(p) for p in made)
+
+
+def test_run_dir_holding_a_run_is_refused_unless_resumed_there(tmp_path, capsys):
+    folder = tmp_path / "r"
+    first = train.train(tiny(), run_dir=str(folder))
+    before = (folder / "checkpoint.pt").read_bytes()
+    with pytest.raises(train.RunError, match=f"run folder {folder} already holds a run"):
+        train.train(tiny(), run_dir=str(folder))
+    assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"run folder {folder} already holds a run" in err and "--resume" in err
+    assert (folder / "checkpoint.pt").read_bytes() == before
+    # An empty folder is fine; a second run claiming it too is refused.
+    (tmp_path / "empty").mkdir()
+    assert train.make_run_dir(tiny(), str(tmp_path / "empty"), None) == str(tmp_path / "empty")
+    with pytest.raises(train.RunError, match="already holds a run"):
+        train.make_run_dir(tiny(), str(tmp_path / "empty"), None)
+    # Resuming from the folder's own checkpoint goes on in place: the log grows.
+    rows = len((folder / "log.csv").read_text().splitlines())
+    assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(folder), "--resume",
+                     first["checkpoint"], "--train.total-timesteps", "512"]) == 0
+    assert train.load_checkpoint(first["checkpoint"])["progress"]["update"] == 4
+    assert len((folder / "log.csv").read_text().splitlines()) > rows
+
+
+# ---------------------------------------------------------------------------
+# 6. Checkpoints
+# ---------------------------------------------------------------------------
+def _damage(good: str, path, kind: str) -> str:
+    data = open(good, "rb").read()
+    if kind == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif kind == "corrupt":
+        path.write_bytes(bytes(b ^ 0x5A for b in data))
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "not a checkpoint":
+        torch.save({"weights": torch.zeros(2)}, str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("kind,message", [
+    ("truncated", "is truncated or corrupt"),
+    ("corrupt", "is truncated or corrupt"),
+    ("empty", "is empty (0 bytes)"),
+    ("not a checkpoint", "is not a shoal checkpoint (it has no policy, optimizer, config, progress)"),
+])
+def test_bad_checkpoint_is_a_clear_error(run32, tmp_path, capsys, kind, message):
+    path = _damage(run32["checkpoint"], tmp_path / "bad.pt", kind)
+    with pytest.raises(train.RunError, match="bad.pt"):
+        train.load_checkpoint(path)
+    runs = tmp_path / "runs"
+    assert cli.main(["train", "cartpole", *TINY, "--train.run-dir", str(runs), "--resume", path]) == 2
+    assert cli.main(["eval", "cartpole", "--checkpoint", path, "--episodes", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count(path) == 2 and err.count(message) == 2 and "Traceback" not in err
+    assert not runs.exists()  # checked before a run folder is made
+
+
+def test_resume_takes_the_policy_shape_from_the_checkpoint(run32, tmp_path, capsys):
+    out = tmp_path / "resumed"
+    assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(out), "--resume", run32["checkpoint"],
+                     "--train.total-timesteps", "512"]) == 0  # no --policy.hidden-size 32 here
+    assert "its [policy] hidden_size = 32 replaces the command line's hidden_size = 64" in capsys.readouterr().err
+    ckpt = train.load_checkpoint(str(out / "checkpoint.pt"))
+    assert ckpt["config"]["policy"]["hidden_size"] == 32 and ckpt["progress"]["update"] == 4
+    assert "hidden_size = 32" in (out / "config.ini").read_text()
+    policy, _ = train.policy_from_checkpoint(ckpt)
+    assert policy.encoder[0].out_features == 32
+
+
+def test_failed_save_keeps_the_old_checkpoint(run32, tmp_path, monkeypatch):
+    path = str(tmp_path / "checkpoint.pt")
+    ckpt = train.load_checkpoint(run32["checkpoint"])
+    policy, cfg = train.policy_from_checkpoint(ckpt)
+    opt = torch.optim.Adam(policy.parameters())
+    train.save_checkpoint(path, policy, opt, cfg, {"update": 1})
+    before = open(path, "rb").read()
+
+    def disk_full(obj, f):
+        f.write(b"half a checkpoint")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        train.save_checkpoint(path, policy, opt, cfg, {"update": 2})
+    assert open(path, "rb").read() == before and no_temp_files(tmp_path)
+
+
+@pytest.mark.parametrize("interrupted_before", [True, False])
+def test_second_ctrl_c_during_the_final_save(tmp_path, monkeypatch, sigint_raises, interrupted_before):
+    """Ctrl-C in the middle of writing the final checkpoint: the save completes,
+    no temp file is left, the run ends as interrupted (no final evaluation)."""
+    real_update, real_save, updates = train.ppo_update, torch.save, []
+
+    def update(*args):
+        updates.append(1)
+        if interrupted_before and len(updates) == 2:
+            raise KeyboardInterrupt  # the first Ctrl-C
+        return real_update(*args)
+
+    def save_then_ctrl_c(obj, f):
+        real_save(obj, f)
+        os.kill(os.getpid(), signal.SIGINT)  # half way: written, not yet renamed into place
+
+    monkeypatch.setattr(train, "ppo_update", update)
+    monkeypatch.setattr(torch, "save", save_then_ctrl_c)
+    try:
+        summary = train.train(tiny(), run_dir=str(tmp_path))
+    except KeyboardInterrupt:  # would stop pytest itself
+        pytest.fail("the Ctrl-C during the final save escaped train()")
+    assert summary["interrupted"] and "eval_return" not in summary
+    monkeypatch.setattr(torch, "save", real_save)
+    progress = train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]
+    assert progress["update"] == (1 if interrupted_before else 2)
+    assert no_temp_files(tmp_path)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored after the save
+
+
+def test_ctrl_c_mid_update_leaves_consistent_counters(tmp_path, monkeypatch):
+    real, calls = train.ppo_update, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(train, "ppo_update", interrupted)
+    train.train(tiny(), run_dir=str(tmp_path))
+    progress = train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]
+    assert progress["update"] == 1 and progress["global_step"] == BATCH * progress["update"]
+
+
+def test_worker_error_saves_the_real_training_time_and_exits_non_zero(tmp_path, monkeypatch, capsys):
+    real, calls = train.Rollout.collect, []
+
+    def collect(self):
+        calls.append(1)
+        if len(calls) == 3:
+            raise WorkerError("shoal worker 0 (pid 1, envs 0..7) died (exit code -9)")
+        time.sleep(0.05)  # training time worth measuring
+        return real(self)
+
+    monkeypatch.setattr(train.Rollout, "collect", collect)
+    cfg = tiny("--train.total-timesteps", "1024")
+    with pytest.raises(WorkerError) as e:
+        train.train(cfg, run_dir=str(tmp_path / "a"))
+    assert any(str(tmp_path / "a" / "checkpoint.pt") in n for n in e.value.__notes__)
+    progress = train.load_checkpoint(str(tmp_path / "a" / "checkpoint.pt"))["progress"]
+    assert progress["update"] == 2 and progress["global_step"] == 2 * BATCH
+    assert progress["train_seconds"] >= 0.1
+    calls.clear()
+    assert cli.main(["train", "cartpole", *TINY, "--train.total-timesteps", "1024",
+                     "--run-dir", str(tmp_path / "b")]) == 1
+    err = capsys.readouterr().err
+    assert "shoal train: error: shoal worker 0" in err and str(tmp_path / "b" / "checkpoint.pt") in err
+    assert os.path.exists(tmp_path / "b" / "checkpoint.pt") and no_temp_files(tmp_path / "b")
+
+
+CHILD = """
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job may start with SIGINT ignored
+import torch
+real_save = torch.save
+
+def slow_save(obj, f):  # a slow disk: the second Ctrl-C lands inside the final save
+    print("saving", file=sys.stderr, flush=True)
+    time.sleep(0.5)
+    real_save(obj, f)
+
+torch.save = slow_save
+from shoal import cli
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_twice_in_a_real_run(tmp_path):
+    """`shoal train` in its own process, Ctrl-C'd while training, then again during
+    its final save: exit status 130, a loadable checkpoint with consistent
+    counters, no temp file, no traceback."""
+    folder = tmp_path / "r"
+    cmd = [sys.executable, "-c", CHILD, "train", "cartpole", *TINY, "--train.total-timesteps", "100000000",
+           "--train.max-train-seconds", "0", "--train.log-interval", "0", "--run-dir", str(folder)]
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    err_lines = []
+    reader = threading.Thread(target=lambda: err_lines.extend(child.stderr), daemon=True)
+    reader.start()
+
+    def wait_for(ready, what):
+        deadline = time.monotonic() + 60
+        while not ready():
+            assert child.poll() is None, (what, child.returncode, "".join(err_lines))
+            assert time.monotonic() < deadline, (what, "".join(err_lines))
+            time.sleep(0.02)
+
+    try:
+        log = folder / "log.csv"
+        wait_for(lambda: log.exists() and len(log.read_text().splitlines()) >= 3, "training under way")
+        child.send_signal(signal.SIGINT)
+        wait_for(lambda: "saving\n" in err_lines, "the final save")
+        child.send_signal(signal.SIGINT)
+        child.wait(timeout=60)
+        reader.join(timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdout.close()
+    err = "".join(err_lines)
+    assert child.returncode == 130, err
+    assert "Traceback" not in err and err.count("saving") == 1, err
+    progress = train.load_checkpoint(str(folder / "checkpoint.pt"))["progress"]
+    assert progress["update"] >= 2 and progress["global_step"] == BATCH * progress["update"]
+    assert progress["train_seconds"] > 0
+    assert no_temp_files(folder)
