@@ -99,8 +99,7 @@ class NativeVectorEnv(VectorEnv):
         self.metadata = {**render.env_metadata(pool.spec), "autoreset_mode": autoreset_mode}
         self.single_observation_space = pool.single_observation_space
         self.single_action_space = pool.single_action_space
-        self.observation_space = pool.observation_space
-        self.action_space = pool.action_space
+        # observation_space / action_space: the pool's, built on first read (properties below)
         self._env_seeds = [seed + i // self.agents_per_env for i in range(self.num_envs)]
         self._reset_done = False
         self._no_final_info: dict = {}  # SAME_STEP "final_info": the C envs report no info
@@ -113,6 +112,41 @@ class NativeVectorEnv(VectorEnv):
         if max_episode_steps is not None and max_episode_steps != spec.max_episode_steps:
             raise ValueError(f"{spec.name} truncates episodes after {spec.max_episode_steps} steps "
                              f"in its C code; max_episode_steps={max_episode_steps} cannot change that")
+
+    # ---- state and spaces -----------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True after close(), and also once a failure (WorkerError,
+        Ctrl-C, a timeout) has closed the pool: every later call then raises
+        gymnasium's ClosedEnvironmentError."""
+        return self._closed or (self._pool is not None and self._pool.closed)
+
+    @closed.setter
+    def closed(self, value: bool) -> None:  # VectorEnv.close() sets it
+        self._closed = value
+
+    _closed = False
+
+    # The batched spaces hold per-row bounds as large as the obs buffer: the
+    # pool builds them on first read. Assigning one (as a wrapper might)
+    # replaces it for this env only.
+    @property
+    def observation_space(self):
+        space = self.__dict__.get("_observation_space")
+        return self._pool.observation_space if space is None else space
+
+    @observation_space.setter
+    def observation_space(self, space) -> None:
+        self.__dict__["_observation_space"] = space
+
+    @property
+    def action_space(self):
+        space = self.__dict__.get("_action_space")
+        return self._pool.action_space if space is None else space
+
+    @action_space.setter
+    def action_space(self, space) -> None:
+        self.__dict__["_action_space"] = space
 
     # ---- core API ---------------------------------------------------------------
     def _check_open(self) -> None:

@@ -1,0 +1,336 @@
+"""Faults of the pools' processes and objects (issue 10): workers die with
+the process (not the thread) that made the pool on every start method,
+timeouts, misuse from other threads or forked children, memory of closed
+pools, closed-pool errors, oversized pools, unpicklable pools."""
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.error import ClosedEnvironmentError
+
+import shoal
+from shoal.pool import AsyncVectorEnv, Multiprocessing, NativeVectorEnv, Serial, WorkerError
+from shoal.pool.native import PoolClosedError, WorkerTimeoutError
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def descendants(pid):
+    """Every live descendant of `pid` (workers, forkserver, resource tracker)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = [int(c) for c in f.read().split()]
+                found += kids
+                todo += kids
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return [p for p in found if alive(p)]
+
+
+def wait_until(condition, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
+
+
+# ---- 1. workers die with the process that made the pool ---------------------------------
+PARENT = textwrap.dedent("""
+    import sys, numpy as np
+    import shoal
+    from shoal.pool import AsyncVectorEnv
+    import gymnasium
+
+    if __name__ == "__main__":
+        kind, context = sys.argv[1], sys.argv[2]
+        if kind == "native":
+            pool = shoal.make("CartPole", 8, num_workers=2, context=context, seed=0)
+            actions = np.zeros(8, np.int32)
+        else:
+            pool = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2,
+                                  context=context)
+            pool.reset(seed=0)
+            actions = np.zeros(2, np.int64)
+        print(" ".join(str(p.pid) for p in pool._workers.processes), flush=True)
+        while True:
+            pool.step(actions)
+""")
+
+
+def _default_signals():
+    """Popen'd children start with default dispositions (the suite may run
+    with SIGINT ignored under nohup or a background job)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("kind, context, sig", [
+    ("native", "fork", signal.SIGKILL), ("native", "fork", signal.SIGTERM),
+    ("native", "spawn", signal.SIGKILL), ("native", "spawn", signal.SIGTERM),
+    ("native", "forkserver", signal.SIGKILL), ("native", "forkserver", signal.SIGTERM),
+    ("python", "forkserver", signal.SIGKILL), ("python", "spawn", signal.SIGTERM),
+])
+def test_workers_and_forkserver_die_with_the_process(kind, context, sig, tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    proc = subprocess.Popen([sys.executable, "-P", str(script), kind, context],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=_default_signals)
+    try:
+        line = proc.stdout.readline()
+        pids = [int(p) for p in line.split()]
+        assert len(pids) == 2, proc.stderr.read() if proc.poll() is not None else line
+        helpers = descendants(proc.pid)  # workers, and the forkserver where there is one
+        assert set(pids) <= set(helpers)
+        time.sleep(0.2)  # stepping
+        proc.send_signal(sig)
+        proc.wait(timeout=10)
+        assert wait_until(lambda: not any(alive(p) for p in helpers), 3.0), \
+            f"{[p for p in helpers if alive(p)]} outlived the pool's process ({kind}, {context}, {sig!r})"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+# ---- 2. workers outlive the thread that made the pool -----------------------------------
+def test_pool_made_on_an_exited_thread_keeps_working(no_leaks):
+    with ThreadPoolExecutor(1) as executor:
+        pool = executor.submit(shoal.make, "CartPole", 8, num_workers=2, seed=0).result()
+    # the executor's thread has exited; PR_SET_PDEATHSIG would have killed the workers
+    time.sleep(0.3)
+    for _ in range(20):
+        pool.step(np.zeros(8, np.int32))
+    assert all(p.is_alive() for p in pool._workers.processes)
+    pool.close()
+
+
+def test_python_pool_made_on_an_exited_thread_keeps_working(no_leaks):
+    def make():
+        envs = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
+        envs.reset(seed=0)
+        return envs
+    with ThreadPoolExecutor(1) as executor:
+        envs = executor.submit(make).result()
+    time.sleep(0.3)
+    for _ in range(5):
+        envs.step(np.zeros(2, np.int64))
+    envs.close()
+
+
+# ---- 4. timeouts ----------------------------------------------------------------------------
+def test_stopped_worker_times_out_and_closes_the_pool(no_leaks):
+    pool = Multiprocessing("cartpole", 8, num_workers=2, seed=0, timeout=0.5)
+    pool.step(np.zeros(8, np.int32))
+    victim = pool._workers.processes[1].pid
+    os.kill(victim, signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        with pytest.raises(WorkerTimeoutError) as caught:
+            pool.step(np.zeros(8, np.int32))
+        elapsed = time.monotonic() - start
+    finally:
+        if alive(victim):
+            os.kill(victim, signal.SIGCONT)
+    assert 0.4 < elapsed < 3.0
+    assert isinstance(caught.value, WorkerError) and isinstance(caught.value, TimeoutError)
+    assert "worker 1" in str(caught.value) and "envs 4..7" in str(caught.value)
+    assert pool.closed
+    with pytest.raises(PoolClosedError):
+        pool.step(np.zeros(8, np.int32))
+
+
+def test_timeout_is_validated_and_serial_accepts_it():
+    with pytest.raises(ValueError, match="timeout"):
+        Serial("cartpole", 2, timeout=0)
+    pool = Serial("cartpole", 2, timeout=0.1, seed=0)
+    pool.step(np.zeros(2, np.int32))
+    pool.close()
+
+
+def test_python_pool_step_wait_timeout_as_gymnasium(no_leaks):
+    """gymnasium's semantics: step_wait(timeout) raises multiprocessing's
+    TimeoutError and leaves the env usable once the worker is back."""
+    import multiprocessing as mp
+    envs = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
+    envs.reset(seed=0)
+    victim = envs._workers.processes[0]
+    os.kill(victim.pid, signal.SIGSTOP)
+    try:
+        envs.step_async(np.zeros(2, np.int64))
+        with pytest.raises(mp.TimeoutError):
+            envs.step_wait(timeout=0.3)
+    finally:
+        os.kill(victim.pid, signal.SIGCONT)
+    envs.step(np.zeros(2, np.int64))
+    envs.close()
+
+
+# ---- 8. one thread at a time -------------------------------------------------------------
+def test_second_thread_in_a_call_is_refused(no_leaks):
+    pool = Multiprocessing("cartpole", 8, num_workers=2, seed=0)
+    victim = pool._workers.processes[0]
+    os.kill(victim.pid, signal.SIGSTOP)  # holds the first thread inside step()
+    results = []
+    stepper = threading.Thread(target=lambda: results.append(pool.step(np.zeros(8, np.int32))))
+    stepper.start()
+    try:
+        time.sleep(0.2)
+        for call in (lambda: pool.step(np.zeros(8, np.int32)), lambda: pool.reset(),
+                     lambda: pool.recv(), lambda: pool.send(np.zeros(8, np.int32))):
+            with pytest.raises(RuntimeError, match="another thread"):
+                call()
+    finally:
+        os.kill(victim.pid, signal.SIGCONT)
+        stepper.join(timeout=10)
+    assert len(results) == 1
+    pool.step(np.zeros(8, np.int32))  # usable again once the call is over
+    pool.close()
+
+
+# ---- 9. forked children cannot drive the parent's workers --------------------------------
+def test_forked_child_cannot_use_or_close_the_parents_pool(no_leaks):
+    actions = [np.random.default_rng(k).integers(0, 2, 8).astype(np.int32) for k in range(10)]
+    reference = Serial("cartpole", 8, num_workers=2, seed=0)
+    pool = Multiprocessing("cartpole", 8, num_workers=2, seed=0)
+    for a in actions[:5]:
+        ours, ref = pool.step(a)[0].copy(), reference.step(a)[0].copy()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: must be refused, and closing must not touch the workers
+        code = 1
+        try:
+            try:
+                pool.step(actions[5])
+            except RuntimeError as error:
+                code = 0 if "forked child" in str(error) else 2
+            pool.close()
+            os.write(write, str(code).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(child, 0)
+    assert os.read(read, 8) == b"0"
+    os.close(read)
+    assert all(p.is_alive() for p in pool._workers.processes)
+    for a in actions[5:]:
+        ours, ref = pool.step(a)[0], reference.step(a)[0]
+        np.testing.assert_array_equal(ours, ref)
+    pool.close()
+    reference.close()
+
+
+# ---- 10. a closed pool's memory is not held by later pools' workers -------------------------
+def _holds_inode(pid, inode):
+    with open(f"/proc/{pid}/maps") as maps:
+        if any(line.split()[4] == str(inode) for line in maps if len(line.split()) >= 6):
+            return True
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.stat(f"/proc/{pid}/fd/{fd}").st_ino == inode:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def test_later_pools_workers_do_not_hold_an_earlier_pools_memory(no_leaks):
+    first = Multiprocessing("cartpole", 64, num_workers=2, seed=0, context="fork")
+    inode = os.fstat(first._buffers.region.fd).st_ino
+    later = Multiprocessing("cartpole", 8, num_workers=2, seed=0, context="fork")
+    python = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2,
+                            context="fork")
+    workers = [p.pid for p in later._workers.processes] + [p.pid for p in python._workers.processes]
+    assert not any(_holds_inode(pid, inode) for pid in workers)
+    own = os.fstat(later._buffers.region.fd).st_ino
+    assert all(_holds_inode(p.pid, own) for p in later._workers.processes)
+    first.close()
+    assert not _holds_inode(os.getpid(), inode)  # nobody holds it: the kernel frees it
+    later.step(np.zeros(8, np.int32))
+    python.reset(seed=0)
+    python.step(np.zeros(2, np.int64))
+    later.close()
+    python.close()
+
+
+# ---- 12. NativeVectorEnv is closed once its pool is ------------------------------------------
+def test_native_vector_env_is_closed_after_a_worker_error(no_leaks):
+    envs = NativeVectorEnv("cartpole", 4, num_workers=2, seed=0)
+    envs.reset(seed=0)
+    victim = envs.pool._workers.processes[0]
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.join(timeout=5)
+    with pytest.raises(WorkerError):
+        envs.step(np.zeros(4, np.int64))
+    assert envs.closed
+    with pytest.raises(ClosedEnvironmentError):
+        envs.step(np.zeros(4, np.int64))
+    with pytest.raises(ClosedEnvironmentError):
+        envs.reset()
+    envs.close()  # still fine
+
+
+# ---- 13. oversized pools, lazy batched spaces ----------------------------------------------
+def test_huge_num_envs_is_refused_up_front():
+    start = time.monotonic()
+    with pytest.raises(MemoryError, match=r"needs .* GiB of buffers"):
+        shoal.make("CartPole", int(1e9))
+    with pytest.raises(MemoryError, match="needs"):
+        shoal.make("CartPole", int(1e9), backend="serial")
+    assert time.monotonic() - start < 5.0
+
+
+def test_batched_spaces_are_built_on_first_access():
+    pool = Serial("cartpole", 16, seed=0)
+    assert "observation_space" not in vars(pool) and "action_space" not in vars(pool)
+    assert pool.observation_space == gymnasium.vector.utils.batch_space(pool.single_observation_space, 16)
+    assert pool.action_space.shape == (16,)
+    envs = NativeVectorEnv("cartpole", 4, backend="serial", seed=0)
+    assert "observation_space" not in vars(envs.pool)
+    assert envs.observation_space == gymnasium.vector.utils.batch_space(envs.single_observation_space, 4)
+    assert envs.observation_space is envs.pool.observation_space
+    envs.close()
+    pool.close()
+
+
+# ---- 14. clear errors ---------------------------------------------------------------------
+def test_env_must_be_a_name_or_spec():
+    with pytest.raises(TypeError, match="env name or an EnvSpec.*CartPole"):
+        shoal.make(None, 4)
+
+
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+def test_pools_cannot_be_pickled_and_are_unreadable_once_closed(backend, no_leaks):
+    pool = shoal.make("CartPole", 4, backend=backend, num_workers=2, seed=0)
+    obs = pool.obs
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(pool)
+    pool.close()
+    for name in ("obs", "masks"):
+        with pytest.raises(PoolClosedError, match="closed"):
+            getattr(pool, name)
+    with pytest.raises(RuntimeError, match="closed"):  # PoolClosedError is a RuntimeError too
+        pool.step(np.zeros(4, np.int32))
+    with pytest.raises(ClosedEnvironmentError):
+        pool.reset()
+    assert obs.shape == (4, 4)  # arrays handed out stay readable
+    pool.close()
