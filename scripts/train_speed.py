@@ -29,6 +29,7 @@ import datetime
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -88,6 +89,8 @@ def read_log(path: Path) -> list[dict]:
 
 def train_run(env: str, backend: str, seconds: float, target, out: Path, log) -> dict:
     run_dir = out / f"{env}-{backend}"
+    if run_dir.exists():   # a re-run into the same OUT replaces its run (shoal train refuses to reuse one)
+        shutil.rmtree(run_dir)
     flags = run_flags(env, backend, seconds, target)
     cmd = [sys.executable, "-m", "shoal", "train", env, *flags, "--run-dir", str(run_dir)]
     shown = "shoal train " + env + " " + " ".join(flags)
