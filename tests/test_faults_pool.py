@@ -334,3 +334,32 @@ def test_pools_cannot_be_pickled_and_are_unreadable_once_closed(backend, no_leak
         pool.reset()
     assert obs.shape == (4, 4)  # arrays handed out stay readable
     pool.close()
+
+
+# ---- the native pool's kill / stop matrix, every start method --------------------
+@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
+@pytest.mark.parametrize("fault", ["kill", "stop"])
+def test_native_kill_and_stop_matrix(context, fault, no_leaks):
+    """A SIGKILLed worker is a WorkerError naming it within 2 s; a SIGSTOPped
+    one a WorkerTimeoutError after the pool's timeout; both close the pool
+    and leave no process behind, whatever the start method. (Native envs
+    are C: they have no Python exception to raise.)"""
+    pool = Multiprocessing("snake", 4, num_workers=2, seed=0, context=context, timeout=0.5)
+    actions = np.zeros(pool.num_rows, np.int32)
+    pool.step(actions)
+    victim = pool._workers.processes[0].pid
+    os.kill(victim, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        with pytest.raises(WorkerTimeoutError if fault == "stop" else WorkerError) as caught:
+            for _ in range(100):   # a kill may land after a step already finished
+                pool.step(actions)
+        elapsed = time.monotonic() - start
+    finally:
+        if fault == "stop" and alive(victim):
+            os.kill(victim, signal.SIGCONT)
+    assert elapsed < 5.0
+    assert "worker 0" in str(caught.value) and "envs 0..1" in str(caught.value)
+    if fault == "kill":
+        assert "signal 9" in str(caught.value) or "killed" in str(caught.value)
+    assert pool.closed
