@@ -37,6 +37,7 @@ from gymnasium.error import ClosedEnvironmentError, ResetNeeded
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from shoal.pool.gym_compat import validate_reset_mask
+from shoal.pool import render
 from shoal.pool.native import Multiprocessing, NativePool, Serial, parse_autoreset_mode
 
 _BACKENDS: dict[str, type[NativePool]] = {"serial": Serial, "multiprocessing": Multiprocessing}
@@ -95,7 +96,6 @@ class NativeVectorEnv(VectorEnv):
         self.copy = copy
         self.render_mode = render_mode
         # Like SyncVectorEnv: the single env's metadata plus the autoreset mode.
-        from shoal import render
         self.metadata = {**render.env_metadata(pool.spec), "autoreset_mode": autoreset_mode}
         self.single_observation_space = pool.single_observation_space
         self.single_action_space = pool.single_action_space
@@ -107,7 +107,6 @@ class NativeVectorEnv(VectorEnv):
     @staticmethod
     def _check_supported(pool: NativePool, render_mode, max_episode_steps) -> None:
         spec = pool.spec
-        from shoal import render
         render.check_render_mode(spec, render_mode)
         if max_episode_steps is not None and max_episode_steps != spec.max_episode_steps:
             raise ValueError(f"{spec.name} truncates episodes after {spec.max_episode_steps} steps "
@@ -246,7 +245,6 @@ class NativeVectorEnv(VectorEnv):
         self._check_open()
         if self.render_mode is None:
             return None
-        from shoal import render
         return tuple(render.render(self._pool, self.render_mode, i) for i in range(self._pool.num_envs))
 
     def close_extras(self, **kwargs: Any) -> None:

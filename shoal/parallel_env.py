@@ -13,8 +13,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from pettingzoo import ParallelEnv
 
-from shoal import render
 from shoal.envs import spec as env_spec
+from shoal.pool import render
 from shoal.pool.native import Serial
 
 

@@ -1,64 +1,25 @@
-"""Drawing first-party envs: RGB frames, text views and GIFs of play.
+"""Rendering for applications: GIFs of play (`shoal play`) and training.
 
-Each env's binding draws one env from its raw C struct (a slice of a
-pool's `env_states` buffer): `RENDER_SHAPE` (H, W), `render_rgb(env_bytes,
-out)` into an (H, W, 3) uint8 array, and `render_text(env_bytes)`. This
-module finds env i's bytes in a pool and calls them; nothing here knows an
-env's internals.
+Frames and text views of one env of a pool come from shoal.pool.render
+(re-exported here: frame, text, render, supports_render, env_metadata,
+check_render_mode, env_bytes, RENDER_MODES); this module adds what only
+applications need: writing GIFs and playing an env with a policy.
 """
 from __future__ import annotations
 
 import numpy as np
 
-RENDER_MODES = ["rgb_array", "ansi"]
-
-
-def supports_render(spec) -> bool:
-    binding = spec.load_binding()
-    return all(hasattr(binding, name) for name in ("RENDER_SHAPE", "render_rgb", "render_text"))
-
-
-def env_metadata(spec) -> dict:
-    """gymnasium-style metadata of a first-party env: its render modes (from
-    what its binding can draw) plus the spec's own metadata (render_fps)."""
-    return {"render_modes": RENDER_MODES if supports_render(spec) else [], **spec.metadata}
-
-
-def check_render_mode(spec, render_mode: str | None) -> None:
-    """None, or a mode the env can draw; a clear error otherwise."""
-    if render_mode is None:
-        return
-    modes = RENDER_MODES if supports_render(spec) else []
-    if render_mode not in modes:
-        raise ValueError(f"render_mode {render_mode!r} is not supported by {spec.name} "
-                         f"(render modes: {modes})")
-
-
-def env_bytes(pool, index: int) -> np.ndarray:
-    """The raw C struct of env `index` of a native pool (a view)."""
-    size = pool.spec.load_binding().ENV_BYTES
-    return pool._buffers.env_states[index * size:(index + 1) * size]
-
-
-def frame(pool, index: int = 0) -> np.ndarray:
-    """An RGB frame (H, W, 3) uint8 of env `index` of a native pool."""
-    binding = pool.spec.load_binding()
-    out = np.zeros((*binding.RENDER_SHAPE, 3), dtype=np.uint8)
-    binding.render_rgb(env_bytes(pool, index), out)
-    return out
-
-
-def text(pool, index: int = 0) -> str:
-    """A text view of env `index` of a native pool."""
-    return pool.spec.load_binding().render_text(env_bytes(pool, index))
-
-
-def render(pool, render_mode: str | None, index: int = 0):
-    """What env.render() returns for `render_mode`: a frame, a text view, or
-    None without a render mode."""
-    if render_mode is None:
-        return None
-    return frame(pool, index) if render_mode == "rgb_array" else text(pool, index)
+# The pool-level helpers (re-exported: shoal.render keeps its names).
+from shoal.pool.render import (  # noqa: E402,F401
+    RENDER_MODES,
+    check_render_mode,
+    env_bytes,
+    env_metadata,
+    frame,
+    render,
+    supports_render,
+    text,
+)
 
 
 def write_gif(frames: list[np.ndarray], path: str, fps: int = 20) -> None:

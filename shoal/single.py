@@ -11,8 +11,8 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from shoal import render
 from shoal.envs import spec as env_spec
+from shoal.pool import render
 from shoal.pool.native import Serial
 
 
