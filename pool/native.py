@@ -45,9 +45,10 @@ from gymnasium.vector.utils import batch_space
 from shoal.envs import EnvSpec, names as env_names, spec as lookup_spec
 from shoal.pool import _native
 from shoal.pool.layout import KEEP, RESEED, RESET, Buffers
-from shoal.pool.workers import ParentWatch, start_worker
+from shoal.pool.workers import ParentWatch, Workers, start_worker
 
-_MODE_CODES = {AutoresetMode.NEXT_STEP: 0, AutoresetMode.SAME_STEP: 1, AutoresetMode.DISABLED: 2}
+# The C loop's autoreset mode codes (shoal_vec.h), shared with the CUDA backend.
+AUTORESET_CODES = {AutoresetMode.NEXT_STEP: 0, AutoresetMode.SAME_STEP: 1, AutoresetMode.DISABLED: 2}
 _WAIT_SLICE_S = 0.25  # how often a waiting parent checks its workers are alive
 
 
@@ -281,6 +282,32 @@ class NativePool:
         """Per row: the agent is present (always true for single-agent envs)."""
         self._check_open()
         return self._buffers.masks
+
+    @property
+    def env_states(self) -> np.ndarray:
+        """The raw C structs of every env, back to back (uint8; env i is
+        bytes [i * ENV_BYTES, (i + 1) * ENV_BYTES) of its binding): a view,
+        for renderers and scripted policies. PoolClosedError once closed."""
+        self._check_open()
+        return self._buffers.env_states
+
+    @property
+    def episodes(self) -> np.ndarray:
+        """Per env, the C loop's running episode bookkeeping (a view, dtype
+        layout.EPISODE_DTYPE: finished, return_sum, length_sum, ...);
+        episode_stats() summarises it."""
+        self._check_open()
+        return self._buffers.episodes
+
+    @property
+    def buffers(self) -> Buffers:
+        """Every array of the pool's memory region (layout.Buffers: obs,
+        actions, rewards, terminals, truncations, masks, final_obs,
+        env_states, episodes, ...), for a backend that shares them
+        zero-copy (shoal.cuda's device="cpu"). Views: writing them changes
+        the pool. PoolClosedError once closed."""
+        self._check_open()
+        return self._buffers
 
     @property
     def num_batches(self) -> int:
@@ -534,7 +561,7 @@ class Serial(NativePool):
 
     def _start_workers(self) -> None:
         binding = self.spec.load_binding()
-        mode = _MODE_CODES[self.autoreset_mode]
+        mode = AUTORESET_CODES[self.autoreset_mode]
         keep_final = self.autoreset_mode == AutoresetMode.SAME_STEP
         self._blocks = [[binding.Block(self._buffers, start, stop, mode, keep_final)
                          for start, stop in batch] for batch in self._plan]
@@ -570,47 +597,6 @@ def _worker_main(buffers: Buffers, worker: int, start: int, stop: int, mode: int
     _native.serve(buffers.control_address + worker * _native.CTRL_BYTES, block.ops_address)
 
 
-class _Workers:
-    """The worker processes of one pool, and their shutdown (also run by a
-    finalizer when a pool is dropped without close())."""
-
-    def __init__(self, buffers: Buffers):
-        self.buffers = buffers
-        self.processes: list = []
-        self.ranges: list[tuple[int, int]] = []
-        self.owner_pid = os.getpid()
-
-    def shutdown(self, join_timeout: float = 1.0) -> None:
-        """Ask every worker to close, wait up to join_timeout each, kill the
-        rest, free the memory. Safe to call again. Does nothing in a forked
-        child (there, the workers and the memory are the parent's)."""
-        if os.getpid() != self.owner_pid:
-            return
-        if self.processes:
-            alive = [k for k, p in enumerate(self.processes) if p.is_alive()]
-            if alive:
-                _native.send(self.buffers.control_address, 0, len(self.processes), _native.CMD_CLOSE)
-            for p in self.processes:
-                p.join(timeout=join_timeout)
-            for p in self.processes:
-                if p.is_alive():
-                    p.kill()
-                    p.join(timeout=1.0)
-                if not p.is_alive():
-                    p.close()  # releases its sentinel descriptor
-            self.processes = []
-        self.buffers.close()
-
-    def kill(self) -> None:
-        """Kill every worker now (no goodbye), then shut down."""
-        if os.getpid() != self.owner_pid:
-            return
-        for p in self.processes:
-            if p.is_alive():
-                p.kill()
-        self.shutdown()
-
-
 class Multiprocessing(NativePool):
     """Envs stepped by worker processes, each owning a contiguous block of
     rows in shared memory.
@@ -633,9 +619,9 @@ class Multiprocessing(NativePool):
 
     def _start_workers(self) -> None:
         ctx = mp.get_context(self._context)
-        mode = _MODE_CODES[self.autoreset_mode]
+        mode = AUTORESET_CODES[self.autoreset_mode]
         keep_final = self.autoreset_mode == AutoresetMode.SAME_STEP
-        self._workers = workers = _Workers(self._buffers)
+        self._workers = workers = Workers(self._buffers)
         self._finalizer = weakref.finalize(self, workers.shutdown)
         self._ctrl = self._buffers.control_address
         self._batch_workers = []  # per batch: (first worker, count)

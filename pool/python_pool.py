@@ -61,7 +61,7 @@ from gymnasium.vector.utils import (
 from shoal.pool import _native
 from shoal.pool.gym_compat import validate_reset_mask
 from shoal.pool.layout import ALIGN, CTRL_BYTES, SharedRegion
-from shoal.pool.native import WorkerError, _Workers, available_cores, parse_autoreset_mode
+from shoal.pool.native import WorkerError, available_cores, parse_autoreset_mode
 from shoal.pool.spaces import (
     batch_bytes,
     carve_batch,
@@ -70,7 +70,7 @@ from shoal.pool.spaces import (
     row_reader,
     row_writer,
 )
-from shoal.pool.workers import ParentWatch, start_worker
+from shoal.pool.workers import ParentWatch, Workers, start_worker
 
 # What a worker's control block says about its last command.
 STATUS_QUIET = 0   # results are in shared memory, nothing on the pipe
@@ -432,7 +432,7 @@ class AsyncVectorEnv(VectorEnv):
     def _start_workers(self) -> None:
         context = self.context or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         ctx = mp.get_context(context)
-        self._workers = workers = _Workers(self._memory)
+        self._workers = workers = Workers(self._memory)
         self._finalizer = weakref.finalize(self, workers.shutdown)
         self._pipes = []
         watch = ParentWatch()

@@ -38,7 +38,7 @@ def check_render_mode(spec, render_mode: str | None) -> None:
 def env_bytes(pool, index: int) -> np.ndarray:
     """The raw C struct of env `index` of a native pool (a view)."""
     size = pool.spec.load_binding().ENV_BYTES
-    return pool._buffers.env_states[index * size:(index + 1) * size]
+    return pool.env_states[index * size:(index + 1) * size]
 
 
 def frame(pool, index: int = 0) -> np.ndarray:

@@ -6,6 +6,9 @@ worker a ParentWatch (a pidfd of the pool's process), and the worker runs a
 C thread that sleeps in poll() on it and _exit()s the worker when that
 process is gone (see shoal_sync.h). Nothing is added to the per-step path.
 
+Shutdown. `Workers` holds a pool's processes and closes them (CLOSE, join,
+kill stragglers, free the memory), from close() or a finalizer.
+
 Inherited memory. A forked worker inherits every descriptor and mapping of
 the pool's process, including the memfds of the process's *other* pools;
 holding them would keep those pools' memory alive after their close(). So
@@ -86,3 +89,48 @@ def forget_other_regions(keep_inode: int) -> None:
         if len(fields) == 6 and fields[5].startswith(prefix) and int(fields[4]) != keep_inode:
             start, stop = (int(x, 16) for x in fields[0].split("-"))
             _native.forget_mapping(start, stop - start)
+
+
+class Workers:
+    """The worker processes of one pool, and their shutdown (also run by a
+    finalizer when a pool is dropped without close()).
+
+    buffers: the pool's memory, with `control_address` (the workers'
+    control blocks) and close(); processes / ranges: each worker's process
+    and its [start, stop) envs, appended by the pool as it starts them."""
+
+    def __init__(self, buffers):
+        self.buffers = buffers
+        self.processes: list = []
+        self.ranges: list[tuple[int, int]] = []
+        self.owner_pid = os.getpid()
+
+    def shutdown(self, join_timeout: float = 1.0) -> None:
+        """Ask every worker to close, wait up to join_timeout each, kill the
+        rest, free the memory. Safe to call again. Does nothing in a forked
+        child (there, the workers and the memory are the parent's)."""
+        if os.getpid() != self.owner_pid:
+            return
+        if self.processes:
+            alive = [k for k, p in enumerate(self.processes) if p.is_alive()]
+            if alive:
+                _native.send(self.buffers.control_address, 0, len(self.processes), _native.CMD_CLOSE)
+            for p in self.processes:
+                p.join(timeout=join_timeout)
+            for p in self.processes:
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=1.0)
+                if not p.is_alive():
+                    p.close()  # releases its sentinel descriptor
+            self.processes = []
+        self.buffers.close()
+
+    def kill(self) -> None:
+        """Kill every worker now (no goodbye), then shut down."""
+        if os.getpid() != self.owner_pid:
+            return
+        for p in self.processes:
+            if p.is_alive():
+                p.kill()
+        self.shutdown()

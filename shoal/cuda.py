@@ -42,7 +42,7 @@ from gymnasium.vector.utils import batch_space
 import shoal.envs
 from shoal.envs import EnvSpec, spec as lookup_spec
 from shoal.pool.layout import EPISODE_DTYPE, KEEP
-from shoal.pool.native import Serial, _MODE_CODES, fill_reset_requests, parse_autoreset_mode
+from shoal.pool.native import AUTORESET_CODES, Serial, fill_reset_requests, parse_autoreset_mode
 
 ENVS_DIR = Path(shoal.envs.__file__).parent
 # nvcc flags of every kernel. -fmad=false: no fused multiply-adds, so float
@@ -244,7 +244,7 @@ class CudaVecEnv:
         self.observation_space = batch_space(self.single_observation_space, self.num_rows)
         self.action_space = batch_space(self.single_action_space, self.num_rows)
         self._nvec = torch.tensor(self.spec.action_nvec, dtype=torch.int64)
-        self._mode = _MODE_CODES[self.autoreset_mode]
+        self._mode = AUTORESET_CODES[self.autoreset_mode]
         if step_kernel not in STEP_KERNELS + ("auto",):
             raise ValueError(f"step_kernel must be one of {', '.join(STEP_KERNELS)} or 'auto', "
                              f"got {step_kernel!r}")
@@ -262,7 +262,7 @@ class CudaVecEnv:
     # ---- construction ----------------------------------------------------------
     def _init_cpu(self, seed) -> None:
         self._pool = Serial(self.spec, self.num_envs, autoreset_mode=self.autoreset_mode, seed=seed)
-        b = self._pool._buffers
+        b = self._pool.buffers
         self.obs = torch.from_numpy(b.obs)
         self.rewards = torch.from_numpy(b.rewards)
         self.terminals = torch.from_numpy(b.terminals)

@@ -56,7 +56,7 @@ def play(env: str, steps: int = 200, seed: int = 0, policy: str = "random", inde
             if policy == "heuristic" and from_obs:  # a policy over observations
                 binding.heuristic_actions(obs, actions)
             elif policy == "heuristic":  # a scripted policy reading the env's state
-                binding.heuristic_actions(pool._buffers.env_states, 1, actions)
+                binding.heuristic_actions(pool.env_states, 1, actions)
             else:
                 actions[...] = rng.integers(0, nvec, size=(pool.num_rows, len(nvec))).reshape(actions.shape)
             obs, *_ = pool.step(actions)

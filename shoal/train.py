@@ -480,7 +480,7 @@ def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: 
         obs, _ = pool.reset(seed=seed)
         state = policy.initial_state(pool.num_rows, device)
         done = torch.zeros(pool.num_rows, device=device)
-        eps = pool._buffers.episodes
+        eps = pool.episodes
         returns = np.full(episodes, np.nan)
         lengths = np.full(episodes, np.nan)
         for _ in range(max_steps):
