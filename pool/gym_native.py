@@ -38,6 +38,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from shoal.pool.gym_compat import validate_reset_mask
 from shoal.pool import render
+from shoal.pool.contract import draw_seed
 from shoal.pool.native import Multiprocessing, NativePool, Serial, parse_autoreset_mode
 
 _BACKENDS: dict[str, type[NativePool]] = {"serial": Serial, "multiprocessing": Multiprocessing}
@@ -79,7 +80,7 @@ class NativeVectorEnv(VectorEnv):
         seed = pool_kwargs.pop("seed", None)
         if seed is None:
             # Drawn here rather than in the pool so that np_random_seed can report it.
-            seed = int(np.random.SeedSequence().entropy % (2**63))
+            seed = draw_seed()
         pool = _BACKENDS[backend](env, num_envs, autoreset_mode=autoreset_mode, seed=seed,
                                   **pool_kwargs)
         try:

@@ -44,7 +44,17 @@ from gymnasium.vector.utils import batch_space
 
 from shoal.envs import EnvSpec, names as env_names, spec as lookup_spec
 from shoal.pool import _native
-from shoal.pool.layout import KEEP, RESEED, RESET, Buffers
+from shoal.pool.contract import (
+    SEEN_DTYPE,
+    draw_seed,
+    episode_stats_since,
+    fill_reset_requests,
+    keep_unmasked,
+    parse_reset_mask,
+    same_step_info,
+    validate_num_envs,
+)
+from shoal.pool.layout import Buffers
 from shoal.pool.workers import ParentWatch, Workers, start_worker
 
 # The C loop's autoreset mode codes (shoal_vec.h), shared with the CUDA backend.
@@ -115,38 +125,6 @@ def plan_blocks(num_envs: int, batch_size: int, num_workers: int) -> list[list[t
     return plan
 
 
-def fill_reset_requests(seed, requests: np.ndarray, seeds: np.ndarray) -> None:
-    """The seed rule of a reset, written into per-env `requests` (uint8:
-    RESET or RESEED) and `seeds` (uint64): None keeps each env's RNG going
-    (RESET); an int s gives env i the seed s + i; a sequence gives one seed
-    (or None) per env. Shared by the pools and the CUDA backend."""
-    n = len(requests)
-    if seed is None:
-        requests[:] = RESET
-        return
-    if isinstance(seed, bool) or isinstance(seed, (float, str, bytes)):
-        raise ValueError(f"seed must be None, an int or a sequence of ints, got {seed!r}")
-    if isinstance(seed, (int, np.integer)):
-        seed = int(seed)
-        if seed < 0 or seed + n - 1 >= 2**64:
-            raise ValueError(f"seed must be an int in [0, 2**64 - num_envs], got {seed}")
-        seeds[:] = np.arange(n, dtype=np.uint64) + np.uint64(seed)
-        requests[:] = RESEED
-        return
-    seed_list = list(seed)
-    if len(seed_list) != n:
-        raise ValueError(f"seed must be None, an int or a sequence of {n} ints/None, "
-                         f"got a sequence of length {len(seed_list)}")
-    for i, s in enumerate(seed_list):
-        if s is None:
-            requests[i] = RESET
-        elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and 0 <= s < 2**64:
-            seeds[i] = int(s)
-            requests[i] = RESEED
-        else:
-            raise ValueError(f"seed[{i}] must be None or an int in [0, 2**64), got {s!r}")
-
-
 class NativePool:
     """Shared logic of the Serial and Multiprocessing pools (see module doc).
 
@@ -195,9 +173,7 @@ class NativePool:
                                     or not timeout > 0):
             raise ValueError(f"timeout must be None or a positive number of seconds, got {timeout!r}")
         self.timeout = None if timeout is None else float(timeout)
-        if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
-            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
-        num_envs = int(num_envs)
+        num_envs = validate_num_envs(num_envs)
         batch_size = num_envs if batch_size is None else batch_size
         if not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= num_envs \
                 or num_envs % batch_size:
@@ -227,15 +203,14 @@ class NativePool:
         self._final_mask = np.zeros(self.num_rows, dtype=np.bool_)
         self._in_flight: deque[int] = deque()   # batches sent, in recv order
         self._with_user: deque[int] = deque()   # batches received, awaiting send
-        self._seen = np.zeros(num_envs, dtype=[("finished", np.int64), ("return_sum", np.float64),
-                                               ("length_sum", np.int64)])
+        self._seen = np.zeros(num_envs, dtype=SEEN_DTYPE)
         self.closed = False
         try:
             self._start_workers()
             # Seed and reset every env now, so that reset() without a seed is
             # reproducible when `seed` is given, and random otherwise.
             if seed is None:
-                seed = int(np.random.SeedSequence().entropy % (2**63))
+                seed = draw_seed()
             self.reset(seed=seed)
         except BaseException:
             self.close()
@@ -363,12 +338,7 @@ class NativePool:
             raise RuntimeError("reset() while async batches are out: recv() and send() them, "
                                "or use async_reset()")
         self._set_seeds(seed)
-        if options and "reset_mask" in options:
-            mask = np.asarray(options["reset_mask"])
-            if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-                raise ValueError(f"options['reset_mask'] must be a bool array of shape "
-                                 f"({self.num_envs},), got {mask.dtype} {mask.shape}")
-            self._buffers.reset_requests[~mask] = KEEP
+        keep_unmasked(self._buffers.reset_requests, parse_reset_mask(options, self.num_envs))
         self._run_all(_native.CMD_RESET)
         return self._buffers.obs, {}
 
@@ -451,8 +421,8 @@ class NativePool:
         if self.autoreset_mode != AutoresetMode.SAME_STEP:
             return {}
         b = self._buffers
-        np.logical_or(b.terminals[rows], b.truncations[rows], out=self._final_mask[rows])
-        return {"final_obs": b.final_obs[rows], "_final_obs": self._final_mask[rows]}
+        return same_step_info(b.final_obs[rows], self._final_mask[rows], b.terminals[rows],
+                              b.truncations[rows])
 
     def send(self, actions, env_ids=None) -> None:
         """Step the batch returned by the oldest unanswered recv() with `actions`.
@@ -514,17 +484,7 @@ class NativePool:
         envs = np.ones(self.num_envs, dtype=bool)
         for batch in self._in_flight:
             envs[batch * self.batch_size:(batch + 1) * self.batch_size] = False
-        eps = self._buffers.episodes[envs]
-        seen = self._seen[envs]
-        count = int((eps["finished"] - seen["finished"]).sum())
-        ret = float((eps["return_sum"] - seen["return_sum"]).sum())
-        length = int((eps["length_sum"] - seen["length_sum"]).sum())
-        for name in ("finished", "return_sum", "length_sum"):
-            self._seen[name][envs] = eps[name]
-        nan = float("nan")
-        return {"episodes": count,
-                "mean_return": ret / count if count else nan,
-                "mean_length": length / count if count else nan}
+        return episode_stats_since(self._buffers.episodes, self._seen, envs)
 
     # ---- backend hooks -----------------------------------------------------------
     def _start(self, batch: int, command: int) -> None:

@@ -41,8 +41,18 @@ from gymnasium.vector.utils import batch_space
 
 import shoal.envs
 from shoal.envs import EnvSpec, spec as lookup_spec
-from shoal.pool.layout import EPISODE_DTYPE, KEEP
-from shoal.pool.native import AUTORESET_CODES, Serial, fill_reset_requests, parse_autoreset_mode
+from shoal.pool.contract import (
+    SEEN_DTYPE,
+    draw_seed,
+    episode_stats_since,
+    fill_reset_requests,
+    keep_unmasked,
+    parse_reset_mask,
+    same_step_info,
+    validate_num_envs,
+)
+from shoal.pool.layout import EPISODE_DTYPE
+from shoal.pool.native import AUTORESET_CODES, Serial, parse_autoreset_mode
 
 ENVS_DIR = Path(shoal.envs.__file__).parent
 # nvcc flags of every kernel. -fmad=false: no fused multiply-adds, so float
@@ -191,6 +201,11 @@ def staged_threads(module, stage_obs: bool, device: torch.device, wanted: int | 
     return 0
 
 
+def _host_array(value) -> np.ndarray:
+    """A user's array or tensor (on any device) as a numpy array."""
+    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+
+
 _TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.uint8): torch.uint8,
                  np.dtype(np.int32): torch.int32, np.dtype(np.int8): torch.int8,
                  np.dtype(np.int16): torch.int16, np.dtype(np.float64): torch.float64}
@@ -231,9 +246,7 @@ class CudaVecEnv:
                  threads_per_block: int | None = None):
         self.closed = True
         self.spec = lookup_spec(env) if isinstance(env, str) else env
-        if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
-            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
-        self.num_envs = int(num_envs)
+        self.num_envs = validate_num_envs(num_envs)
         self.agents = self.spec.agents
         self.num_rows = self.num_envs * self.agents
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
@@ -316,11 +329,10 @@ class CudaVecEnv:
         self._seeds = np.zeros(n, np.uint64)
         self._requests_dev = torch.zeros(n, dtype=torch.uint8, device=dev)
         self._seeds_dev = torch.zeros(n, dtype=torch.int64, device=dev)  # uint64 bits
-        self._seen = np.zeros(n, dtype=[("finished", np.int64), ("return_sum", np.float64),
-                                        ("length_sum", np.int64)])
+        self._seen = np.zeros(n, dtype=SEEN_DTYPE)
         self.closed = False
         if seed is None:
-            seed = int(np.random.SeedSequence().entropy % (2**63))
+            seed = draw_seed()
         self.reset(seed=seed)
 
     # ---- the API ---------------------------------------------------------------------
@@ -337,19 +349,12 @@ class CudaVecEnv:
         sequence one seed (or None) per env; options["reset_mask"] (bool,
         (num_envs,), numpy or tensor) resets only those envs."""
         self._check_open()
-        mask = None
-        if options and "reset_mask" in options:
-            m = options["reset_mask"]
-            mask = m.detach().cpu().numpy() if isinstance(m, torch.Tensor) else np.asarray(m)
-            if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-                raise ValueError(f"options['reset_mask'] must be a bool array of shape "
-                                 f"({self.num_envs},), got {mask.dtype} {mask.shape}")
+        mask = parse_reset_mask(options, self.num_envs, as_array=_host_array)
         if self._pool is not None:
             self._pool.reset(seed=seed, options=None if mask is None else {"reset_mask": mask})
             return self.obs, {}
         fill_reset_requests(seed, self._requests, self._seeds)
-        if mask is not None:
-            self._requests[~mask] = KEEP
+        keep_unmasked(self._requests, mask)
         self._requests_dev.copy_(torch.from_numpy(self._requests))
         self._seeds_dev.copy_(torch.from_numpy(self._seeds.view(np.int64)))
         with torch.cuda.device(self.device):
@@ -408,8 +413,8 @@ class CudaVecEnv:
                                              int(self.step_kernel == "staged_obs"), self._stream())
         info = {}
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            torch.logical_or(self.terminals, self.truncations, out=self._final_mask)
-            info = {"final_obs": self.final_obs, "_final_obs": self._final_mask}
+            info = same_step_info(self.final_obs, self._final_mask, self.terminals,
+                                  self.truncations, logical_or=torch.logical_or)
         return self.obs, self.rewards, self.terminals, self.truncations, info
 
     def episode_stats(self) -> dict:
@@ -419,16 +424,7 @@ class CudaVecEnv:
         self._check_open()
         if self._pool is not None:
             return self._pool.episode_stats()
-        eps = self.episodes.cpu().numpy().view(EPISODE_DTYPE)
-        seen = self._seen
-        count = int((eps["finished"] - seen["finished"]).sum())
-        ret = float((eps["return_sum"] - seen["return_sum"]).sum())
-        length = int((eps["length_sum"] - seen["length_sum"]).sum())
-        for name in ("finished", "return_sum", "length_sum"):
-            seen[name] = eps[name]
-        nan = float("nan")
-        return {"episodes": count, "mean_return": ret / count if count else nan,
-                "mean_length": length / count if count else nan}
+        return episode_stats_since(self.episodes.cpu().numpy().view(EPISODE_DTYPE), self._seen)
 
     def close(self) -> None:
         """Release the pool (cpu) or the device tensors (cuda). Safe to call twice."""

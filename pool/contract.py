@@ -1,0 +1,111 @@
+"""The contract every backend of shoal's first-party envs keeps: the native
+pools (shoal.pool.native) and the CUDA backend (shoal.cuda) call these, so
+arguments, seeds, reset masks, SAME_STEP infos and episode statistics mean
+the same thing, with the same errors, everywhere.
+
+Nothing here runs per env; same_step_info runs once per step (SAME_STEP
+only) and works on numpy arrays or, given torch.logical_or, on tensors.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from shoal.pool.layout import KEEP, RESEED, RESET
+
+# What a backend remembers of `episodes` between two episode_stats() calls.
+SEEN_DTYPE = np.dtype([("finished", np.int64), ("return_sum", np.float64), ("length_sum", np.int64)])
+
+
+def validate_num_envs(num_envs) -> int:
+    """num_envs as an int; ValueError unless it is a positive int."""
+    if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
+        raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+    return int(num_envs)
+
+
+def draw_seed() -> int:
+    """A construction seed from OS entropy (when the user gives none)."""
+    return int(np.random.SeedSequence().entropy % (2**63))
+
+
+def fill_reset_requests(seed, requests: np.ndarray, seeds: np.ndarray) -> None:
+    """The seed rule of a reset, written into per-env `requests` (uint8:
+    RESET or RESEED) and `seeds` (uint64): None keeps each env's RNG going
+    (RESET); an int s gives env i the seed s + i; a sequence gives one seed
+    (or None) per env."""
+    n = len(requests)
+    if seed is None:
+        requests[:] = RESET
+        return
+    if isinstance(seed, bool) or isinstance(seed, (float, str, bytes)):
+        raise ValueError(f"seed must be None, an int or a sequence of ints, got {seed!r}")
+    if isinstance(seed, (int, np.integer)):
+        seed = int(seed)
+        if seed < 0 or seed + n - 1 >= 2**64:
+            raise ValueError(f"seed must be an int in [0, 2**64 - num_envs], got {seed}")
+        seeds[:] = np.arange(n, dtype=np.uint64) + np.uint64(seed)
+        requests[:] = RESEED
+        return
+    seed_list = list(seed)
+    if len(seed_list) != n:
+        raise ValueError(f"seed must be None, an int or a sequence of {n} ints/None, "
+                         f"got a sequence of length {len(seed_list)}")
+    for i, s in enumerate(seed_list):
+        if s is None:
+            requests[i] = RESET
+        elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and 0 <= s < 2**64:
+            seeds[i] = int(s)
+            requests[i] = RESEED
+        else:
+            raise ValueError(f"seed[{i}] must be None or an int in [0, 2**64), got {s!r}")
+
+
+def parse_reset_mask(options: dict | None, num_envs: int, as_array=np.asarray) -> np.ndarray | None:
+    """options["reset_mask"] as a bool array of shape (num_envs,), or None
+    when options has none; ValueError for any other dtype or shape.
+    as_array turns the user's value into a numpy array (shoal.cuda passes
+    one that also takes device tensors)."""
+    if not options or "reset_mask" not in options:
+        return None
+    mask = as_array(options["reset_mask"])
+    if mask.dtype != np.bool_ or mask.shape != (num_envs,):
+        raise ValueError(f"options['reset_mask'] must be a bool array of shape "
+                         f"({num_envs},), got {mask.dtype} {mask.shape}")
+    return mask
+
+
+def keep_unmasked(requests: np.ndarray, mask: np.ndarray | None) -> None:
+    """Envs outside the reset mask keep their state (request KEEP)."""
+    if mask is not None:
+        requests[~mask] = KEEP
+
+
+def same_step_info(final_obs, final_mask, terminals, truncations, logical_or=np.logical_or) -> dict:
+    """The SAME_STEP step info: {"final_obs": the ended episodes' last obs,
+    "_final_obs": rows whose episode ended (terminal or truncated)}.
+    final_mask is the backend's buffer for the latter, filled here."""
+    logical_or(terminals, truncations, out=final_mask)
+    return {"final_obs": final_obs, "_final_obs": final_mask}
+
+
+def episode_stats_since(episodes: np.ndarray, seen: np.ndarray, envs: np.ndarray | None = None) -> dict:
+    """Episodes finished since `seen` (SEEN_DTYPE per env), summed over all
+    envs or those where bool `envs`: {"episodes", "mean_return",
+    "mean_length"} (means NaN if none). `episodes` is the backend's
+    bookkeeping (layout.EPISODE_DTYPE per env); `seen` is updated to it."""
+    if envs is None:
+        eps, before = episodes, seen
+    else:
+        eps, before = episodes[envs], seen[envs]
+    count = int((eps["finished"] - before["finished"]).sum())
+    ret = float((eps["return_sum"] - before["return_sum"]).sum())
+    length = int((eps["length_sum"] - before["length_sum"]).sum())
+    for name in ("finished", "return_sum", "length_sum"):
+        if envs is None:
+            seen[name] = eps[name]
+        else:
+            seen[name][envs] = eps[name]
+    nan = float("nan")
+    return {"episodes": count,
+            "mean_return": ret / count if count else nan,
+            "mean_length": length / count if count else nan}
