@@ -55,17 +55,11 @@ from shoal.pool.contract import (
     validate_num_envs,
 )
 from shoal.pool.layout import Buffers
-from shoal.pool.workers import ParentWatch, Workers, start_worker
+from shoal.pool.workers import WAIT_SLICE_S as _WAIT_SLICE_S
+from shoal.pool.workers import ParentWatch, WorkerError, Workers, start_method, start_worker
 
 # The C loop's autoreset mode codes (shoal_vec.h), shared with the CUDA backend.
 AUTORESET_CODES = {AutoresetMode.NEXT_STEP: 0, AutoresetMode.SAME_STEP: 1, AutoresetMode.DISABLED: 2}
-_WAIT_SLICE_S = 0.25  # how often a waiting parent checks its workers are alive
-
-
-class WorkerError(RuntimeError):
-    """A worker process failed or died; the pool has been closed."""
-
-
 class WorkerTimeoutError(WorkerError, TimeoutError):
     """A worker did not finish a command within the pool's `timeout`
     (stopped, stuck or far too slow). The pool has been closed and its
@@ -574,7 +568,7 @@ class Multiprocessing(NativePool):
     _shared_memory = True
 
     def __init__(self, env, num_envs: int, *, context: str | None = None, **kwargs):
-        self._context = context or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        self._context = start_method(context)
         super().__init__(env, num_envs, **kwargs)
 
     def _start_workers(self) -> None:
@@ -600,38 +594,22 @@ class Multiprocessing(NativePool):
             for start, stop in batch:
                 k = len(workers.processes)
                 receive, send = ctx.Pipe(duplex=False)
-                p = ctx.Process(target=_worker_main, name=f"shoal-worker-{k}", daemon=True,
-                                args=(self._buffers, k, start, stop, mode, keep_final,
-                                      watch, send))
-                p.start()
+                workers.start(ctx, _worker_main, f"shoal-worker-{k}",
+                              (self._buffers, k, start, stop, mode, keep_final, watch, send),
+                              start, stop)
                 send.close()
-                workers.processes.append(p)
-                workers.ranges.append((start, stop))
                 pipes.append(receive)
         return pipes
 
     def _wait_started(self, pipes: list) -> None:
         workers = self._workers
         for k, receive in enumerate(pipes):
-            while not receive.poll(_WAIT_SLICE_S):
-                if not workers.processes[k].is_alive():
-                    raise self._worker_failure(k, "exited while starting")
             try:
-                message = receive.recv()
-            except EOFError:
-                raise self._worker_failure(k, "exited while starting") from None
+                message = workers.receive(k, receive, "exited while starting")
             finally:
                 receive.close()
             if message is not None:
                 raise WorkerError(f"worker {k} (envs {workers.ranges[k]}) failed to start:\n{message}")
-
-    def _worker_failure(self, k: int, what: str) -> WorkerError:
-        p = self._workers.processes[k]
-        code = p.exitcode
-        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        start, stop = self._workers.ranges[k]
-        return WorkerError(f"shoal worker {k} (pid {p.pid}, envs {start}..{stop - 1}) {what} "
-                           f"({how}); the pool is closed")
 
     def _start(self, batch: int, command: int) -> None:
         first, count = self._batch_workers[batch]
@@ -645,7 +623,7 @@ class Multiprocessing(NativePool):
                 if busy < 0:
                     return
                 if not self._workers.processes[busy].is_alive():
-                    raise self._worker_failure(busy, "died")
+                    raise self._workers.failure(busy, "died")
         deadline = time.monotonic() + self.timeout
         while True:
             left = deadline - time.monotonic()
@@ -653,13 +631,11 @@ class Multiprocessing(NativePool):
             if busy < 0:
                 return
             if not self._workers.processes[busy].is_alive():
-                raise self._worker_failure(busy, "died")
+                raise self._workers.failure(busy, "died")
             if left <= 0:
-                p = self._workers.processes[busy]
-                start, stop = self._workers.ranges[busy]
                 error = WorkerTimeoutError(
-                    f"shoal worker {busy} (pid {p.pid}, envs {start}..{stop - 1}) did not finish "
-                    f"within timeout={self.timeout:g} s (stopped, stuck or too slow); its workers "
+                    f"{self._workers.describe(busy)} did not finish within "
+                    f"timeout={self.timeout:g} s (stopped, stuck or too slow); its workers "
                     f"are killed and the pool is closed")
                 self._workers.kill()  # mid-command: no point asking them to close
                 raise error

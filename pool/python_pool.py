@@ -61,7 +61,7 @@ from gymnasium.vector.utils import (
 from shoal.pool import _native
 from shoal.pool.gym_compat import validate_reset_mask
 from shoal.pool.layout import ALIGN, CTRL_BYTES, SharedRegion
-from shoal.pool.native import WorkerError, available_cores, parse_autoreset_mode
+from shoal.pool.native import available_cores, parse_autoreset_mode
 from shoal.pool.spaces import (
     batch_bytes,
     carve_batch,
@@ -70,14 +70,14 @@ from shoal.pool.spaces import (
     row_reader,
     row_writer,
 )
-from shoal.pool.workers import ParentWatch, Workers, start_worker
+from shoal.pool.workers import WAIT_SLICE_S as _WAIT_SLICE_S
+from shoal.pool.workers import ParentWatch, Workers, start_method, start_worker
 
 # What a worker's control block says about its last command.
 STATUS_QUIET = 0   # results are in shared memory, nothing on the pipe
 STATUS_REPLY = 1   # a reply waits on the pipe
 STATUS_ERROR = 2   # an exception report waits on the pipe
 
-_WAIT_SLICE_S = 0.25  # how often a waiting parent checks its workers are alive
 PARENT_YIELD_S = _native.YIELD_S  # how long a waiter yields its core before sleeping
 WORKER_YIELD_S = _native.YIELD_S
 _RESERVED_CALLS = ("reset", "step", "close", "_setattr", "_check_spaces")
@@ -430,7 +430,7 @@ class AsyncVectorEnv(VectorEnv):
 
     # ---- workers ------------------------------------------------------------------
     def _start_workers(self) -> None:
-        context = self.context or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        context = start_method(self.context)
         ctx = mp.get_context(context)
         self._workers = workers = Workers(self._memory)
         self._finalizer = weakref.finalize(self, workers.shutdown)
@@ -464,37 +464,18 @@ class AsyncVectorEnv(VectorEnv):
         workers = self._workers
         for k, (start, stop) in enumerate(self._blocks):
             parent_end, child_end = ctx.Pipe()
-            process = ctx.Process(
-                target=_worker_main, name=f"Worker<{type(self).__name__}>-{k}",
-                args=(k, CloudpickleWrapper(list(self.env_fns[start:stop])), start, self._memory,
-                      self.autoreset_mode, self.observation_mode, self.single_observation_space,
-                      self.single_action_space, child_end,
-                      parent_end if context == "fork" else None, watch))
-            process.daemon = self.daemon
-            process.start()
+            workers.start(ctx, _worker_main, f"Worker<{type(self).__name__}>-{k}",
+                          (k, CloudpickleWrapper(list(self.env_fns[start:stop])), start, self._memory,
+                           self.autoreset_mode, self.observation_mode, self.single_observation_space,
+                           self.single_action_space, child_end,
+                           parent_end if context == "fork" else None, watch),
+                          start, stop, daemon=self.daemon)
             child_end.close()
-            workers.processes.append(process)
-            workers.ranges.append((start, stop))
             self._pipes.append(parent_end)
-
-    def _worker_failure(self, k: int, what: str) -> WorkerError:
-        p = self._workers.processes[k]
-        code = p.exitcode
-        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        start, stop = self._blocks[k]
-        return WorkerError(f"shoal worker {k} (pid {p.pid}, envs {start}..{stop - 1}) {what} "
-                           f"({how}); the pool is closed")
 
     def _receive(self, k: int, what: str = "died"):
         """The next message from worker k; WorkerError if it dies first."""
-        pipe = self._pipes[k]
-        while not pipe.poll(_WAIT_SLICE_S):
-            if not self._workers.processes[k].is_alive():
-                raise self._worker_failure(k, what)
-        try:
-            return pipe.recv()
-        except (EOFError, OSError):
-            raise self._worker_failure(k, what) from None
+        return self._workers.receive(k, self._pipes[k], what)
 
     def _send_messages(self, messages: list) -> None:
         """Wake each worker for a message, then write it (the worker is
@@ -513,7 +494,7 @@ class AsyncVectorEnv(VectorEnv):
             if busy < 0:
                 return True
             if not self._workers.processes[busy].is_alive():
-                raise self._worker_failure(busy, "died")
+                raise self._workers.failure(busy, "died")
             if deadline is not None and time.monotonic() >= deadline:
                 return False
 
@@ -758,7 +739,7 @@ class AsyncVectorEnv(VectorEnv):
             start()
         except BaseException as error:
             dead = [k for k, p in enumerate(self._workers.processes) if not p.is_alive()]
-            failure = self._worker_failure(dead[0], "died") if dead else None
+            failure = self._workers.failure(dead[0], "died") if dead else None
             self._close_now()
             if failure is not None:
                 raise failure from error

@@ -17,11 +17,24 @@ their mappings with private anonymous memory, keeping only its own region.
 """
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import signal
 
 from shoal.pool import _native
 from shoal.pool.layout import MEMFD_NAME
+
+WAIT_SLICE_S = 0.25  # how often a waiting parent checks its workers are alive
+
+
+class WorkerError(RuntimeError):
+    """A worker process failed or died; the pool has been closed."""
+
+
+def start_method(context: str | None) -> str:
+    """The multiprocessing start method of a pool: `context`, else "fork"
+    where the platform has it (fast to start), else "spawn"."""
+    return context or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
 
 
 class ParentWatch:
@@ -104,6 +117,38 @@ class Workers:
         self.processes: list = []
         self.ranges: list[tuple[int, int]] = []
         self.owner_pid = os.getpid()
+
+    def start(self, ctx, target, name: str, args: tuple, start: int, stop: int,
+              daemon: bool = True):
+        """Start one worker process (context `ctx`) for envs [start, stop)."""
+        process = ctx.Process(target=target, name=name, args=args, daemon=daemon)
+        process.start()
+        self.processes.append(process)
+        self.ranges.append((start, stop))
+        return process
+
+    def describe(self, k: int) -> str:
+        """"shoal worker k (pid ..., envs a..b)", for error messages."""
+        start, stop = self.ranges[k]
+        return f"shoal worker {k} (pid {self.processes[k].pid}, envs {start}..{stop - 1})"
+
+    def failure(self, k: int, what: str) -> WorkerError:
+        """The error for worker k that `what` ("died", "exited while
+        starting"), with how it ended; the pool closes itself."""
+        code = self.processes[k].exitcode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return WorkerError(f"{self.describe(k)} {what} ({how}); the pool is closed")
+
+    def receive(self, k: int, pipe, what: str = "died"):
+        """The next message from worker k on `pipe`; its failure(k, what) if
+        it dies (or closes the pipe) first."""
+        while not pipe.poll(WAIT_SLICE_S):
+            if not self.processes[k].is_alive():
+                raise self.failure(k, what)
+        try:
+            return pipe.recv()
+        except (EOFError, OSError):
+            raise self.failure(k, what) from None
 
     def shutdown(self, join_timeout: float = 1.0) -> None:
         """Ask every worker to close, wait up to join_timeout each, kill the
