@@ -1,4 +1,8 @@
+import gc
 import os
+import time
+from collections import Counter
+from dataclasses import dataclass
 
 import pytest
 
@@ -19,26 +23,121 @@ def child_pids() -> set[int]:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (FileNotFoundError, ProcessLookupError):
             continue
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmdline = f.read()
         # multiprocessing's own helpers live as long as the test process
         if state != "Z" and b"resource_tracker" not in cmdline and b"forkserver" not in cmdline:
             pids.add(pid)
     return pids
 
 
-@pytest.fixture
-def no_leaks():
-    """Asserts that a test leaves no /dev/shm entry and no child process."""
-    shm_before, children_before = shm_entries(), child_pids()
-    yield
-    import gc
-    import time
-    gc.collect()
-    deadline = time.monotonic() + 5
-    while child_pids() - children_before and time.monotonic() < deadline:
+def open_fds() -> dict[int, str]:
+    """This process's open descriptors: fd -> what it points at."""
+    fds = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            fds[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            pass  # the descriptor listdir itself used, already closed
+    return fds
+
+
+def memfd_mappings() -> Counter:
+    """Lines of /proc/self/maps that map a memfd (a pool's region is one)."""
+    with open("/proc/self/maps") as f:
+        return Counter(line.rstrip("\n") for line in f if "memfd:" in line)
+
+
+def _helper_fds() -> set[int]:
+    """Descriptors multiprocessing keeps for the whole process (its
+    forkserver and resource tracker, started on first use by some test)."""
+    fds = set()
+    try:
+        from multiprocessing import forkserver, resource_tracker
+        for fd in (forkserver._forkserver._forkserver_alive_fd, resource_tracker._resource_tracker._fd):
+            if fd is not None:
+                fds.add(fd)
+    except (ImportError, AttributeError):
+        pass
+    return fds
+
+
+@dataclass(frozen=True)
+class LeakSnapshot:
+    fds: dict
+    memfds: Counter
+    children: frozenset
+    shm: frozenset
+
+
+def leak_snapshot() -> LeakSnapshot:
+    return LeakSnapshot(open_fds(), memfd_mappings(), frozenset(child_pids()), frozenset(shm_entries()))
+
+
+def leaks_since(before: LeakSnapshot) -> list[str]:
+    """What this process holds now and did not hold at `before`, in words."""
+    problems = []
+    now = open_fds()
+    helpers = _helper_fds()
+    kept_before = {fd for fd in before.fds if fd not in helpers}
+    kept_now = {fd for fd in now if fd not in helpers}
+    if len(kept_now) > len(kept_before):
+        new_fds = {fd: now[fd] for fd in sorted(kept_now) if before.fds.get(fd) != now[fd]}
+        problems.append(f"open descriptors: {len(kept_before)} before, {len(kept_now)} after; new: {new_fds}")
+    memfds = memfd_mappings() - before.memfds
+    if memfds:
+        problems.append(f"memfd mappings left behind: {sorted(memfds)}")
+    children = child_pids() - before.children
+    if children:
+        problems.append(f"child processes left behind: {sorted(children)}")
+    shm = shm_entries() - before.shm
+    if shm:
+        problems.append(f"/dev/shm entries left behind: {sorted(shm)}")
+    return problems
+
+
+def assert_no_leaks(before: LeakSnapshot, settle_s: float = 5.0) -> None:
+    """Fails unless, within settle_s (gc runs and workers exit
+    asynchronously), the process is back to `before`: no more open
+    descriptors, no new memfd mapping, no new child process, no new
+    /dev/shm entry."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        gc.collect()
+        problems = leaks_since(before)
+        if not problems or time.monotonic() >= deadline:
+            break
         time.sleep(0.05)
-    assert child_pids() - children_before == set(), "child processes left behind"
-    assert shm_entries() - shm_before == set(), "shared-memory segments left behind"
+    assert not problems, "resources left behind: " + "; ".join(problems)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.shoal_call_failed = report.failed
+    return report
+
+
+@pytest.fixture
+def no_leaks(request):
+    """Asserts that a test leaves no open descriptor, memfd mapping, child
+    process or /dev/shm entry behind (see assert_no_leaks).
+
+    Fixtures that use this one (a pool fixture) are finished before it
+    checks; pytest itself still holds their values (item.funcargs) until the
+    test's teardown is over, so those references are dropped first. After a
+    failed test its traceback keeps the test's locals (pools, arrays) alive:
+    then only child processes and /dev/shm are checked."""
+    gc.collect()
+    before = leak_snapshot()
+    yield before
+    funcargs = getattr(request.node, "funcargs", None)
+    if isinstance(funcargs, dict):
+        for name in [n for n in funcargs if n != "no_leaks"]:
+            del funcargs[name]
+    if getattr(request.node, "shoal_call_failed", False):
+        before = LeakSnapshot(open_fds(), memfd_mappings(), before.children, before.shm)
+    assert_no_leaks(before)
