@@ -17,6 +17,7 @@ ENVS = sorted(name for name in os.listdir("envs") if os.path.isfile(f"envs/{name
 
 PACKAGE_DIR = {
     "shoal": "shoal",
+    "shoal.bench": "shoal/bench",
     "shoal.pool": "pool",
     "shoal.envs": "envs",
     "shoal.configs": "configs",

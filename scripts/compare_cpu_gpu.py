@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 import shoal
-from shoal.bench import cpu_model
+from shoal.bench.timing import action_table, cpu_line, cpu_model, cycling, format_rate, median_rate
 from shoal.cuda import CudaVecEnv
 from shoal.envs import names as env_names, spec as env_spec
 from shoal.pool import Multiprocessing, available_cores
@@ -52,7 +52,7 @@ HAS_GPU = torch.cuda.is_available()
 # ---- machine and helpers ------------------------------------------------------------
 def machine_line() -> str:
     gpu = torch.cuda.get_device_name(0) if HAS_GPU else "none (no CUDA GPU on this machine)"
-    return (f"CPU: {cpu_model()}, {available_cores()} available cores; GPU: {gpu}; "
+    return (f"{cpu_line(available_cores())}; GPU: {gpu}; "
             f"torch {torch.__version__}, shoal {shoal.__version__}, Python {platform.python_version()}")
 
 
@@ -61,35 +61,9 @@ def machine_short() -> str:
     return f"{cpu_model()} ({available_cores()} cores), {gpu}"
 
 
-def fmt(rate) -> str:
-    if isinstance(rate, str):
-        return rate
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if rate >= scale:
-            return f"{rate / scale:.2f} {unit}"
-    return f"{rate:.0f}"
-
-
-def action_table(spec, rows: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    nvec = np.asarray(spec.action_nvec)
-    table = rng.integers(0, nvec, size=(TABLE, rows, len(nvec))).astype(np.int32)
-    return table[..., 0] if len(nvec) == 1 and spec.discrete_action else table
-
-
-def timed(step, seconds: float, warmup: float, repeats: int, sync=lambda: None) -> float:
-    """Median rate of step() (which returns the agent-steps it ran)."""
-    def run(duration):
-        sync()
-        done, start = 0, time.perf_counter()
-        while True:
-            done += step()
-            sync()
-            now = time.perf_counter()
-            if now - start >= duration:
-                return done / (now - start)
-    run(warmup)
-    return statistics.median(run(seconds) for _ in range(repeats))
+def sampled_actions(spec, rows: int) -> np.ndarray:
+    """TABLE pre-sampled int32 action arrays for `rows` agent rows."""
+    return action_table(rows, spec, table_rows=TABLE)
 
 
 def gpu_bytes_per_env(spec) -> int:
@@ -132,33 +106,30 @@ def gpu_env(spec, n: int, s) -> CudaVecEnv:
 
 def gpu_throughput(spec, n: int, s) -> float:
     env = gpu_env(spec, n, s)
-    table = torch.from_numpy(action_table(spec, env.num_rows)).cuda()
-    k = [0]
+    table = torch.from_numpy(sampled_actions(spec, env.num_rows)).cuda()
+    next_actions = cycling(table)
 
     def step():
         for _ in range(GPU_SYNC_EVERY):
-            env.step(table[k[0] % TABLE])
-            k[0] += 1
+            env.step(next_actions())
         return GPU_SYNC_EVERY * env.num_rows
     try:
-        return timed(step, s.seconds, s.warmup, s.repeats, torch.cuda.synchronize)
+        return median_rate(step, s.seconds, s.warmup, s.repeats, torch.cuda.synchronize)
     finally:
         env.close()
-        del env, table
+        del env, table, next_actions
         torch.cuda.empty_cache()
 
 
 def cpu_throughput(spec, n: int, workers: int, s) -> float:
     pool = Multiprocessing(spec, n, num_workers=workers, seed=0)
-    table = action_table(spec, pool.num_rows)
-    k = [0]
+    next_actions = cycling(sampled_actions(spec, pool.num_rows))
 
     def step():
-        pool.step(table[k[0] % TABLE])
-        k[0] += 1
+        pool.step(next_actions())
         return pool.num_rows
     try:
-        return timed(step, s.seconds, s.warmup, s.repeats)
+        return median_rate(step, s.seconds, s.warmup, s.repeats)
     finally:
         pool.close()
 
@@ -190,7 +161,7 @@ def gpu_policy_rate(spec, n: int, s) -> float:
                 env.step(sample(spec, policy(env.obs.float())))
         return GPU_SYNC_EVERY * env.num_rows
     try:
-        return timed(step, s.seconds, s.warmup, s.repeats, torch.cuda.synchronize)
+        return median_rate(step, s.seconds, s.warmup, s.repeats, torch.cuda.synchronize)
     finally:
         env.close()
 
@@ -213,7 +184,7 @@ def cpu_policy_rate(spec, n: int, s, device: str) -> float:
             pool.step(host_actions.numpy())
         return pool.num_rows
     try:
-        return timed(step, s.seconds, s.warmup, s.repeats)
+        return median_rate(step, s.seconds, s.warmup, s.repeats)
     finally:
         pool.close()
 
@@ -247,7 +218,7 @@ def latency_ms(make, s) -> tuple[float, float]:
 def cpu_latency(spec, n: int, s):
     def make():
         pool = Multiprocessing(spec, n, seed=0)
-        table = action_table(spec, pool.num_rows)
+        table = sampled_actions(spec, pool.num_rows)
         return pool, lambda: pool.step(table[0]), lambda r: pool.reset(seed=r), lambda: None
     return latency_ms(make, s)
 
@@ -255,8 +226,8 @@ def cpu_latency(spec, n: int, s):
 def gpu_latency(spec, n: int, s):
     def make():
         env = gpu_env(spec, n, s)
-        actions = torch.from_numpy(action_table(spec, env.num_rows)[0]).cuda()
-        return env, lambda: env.step(actions), lambda r: env.reset(seed=r), torch.cuda.synchronize
+        first = torch.from_numpy(sampled_actions(spec, env.num_rows)[0]).cuda()
+        return env, lambda: env.step(first), lambda r: env.reset(seed=r), torch.cuda.synchronize
     return latency_ms(make, s)
 
 
@@ -310,14 +281,14 @@ def compare_env(name: str, s, out: Path, log) -> list[str]:
     for w, points in cpu_points.items():
         got = dict(points)
         lines.append(f"| CPU pool, {w} worker{'s' if w > 1 else ''} | "
-                     + " | ".join(fmt(got[n]) if n in got else "" for n in sizes) + " |")
+                     + " | ".join(format_rate(got[n]) if n in got else "" for n in sizes) + " |")
     got = dict(gpu_points)
-    lines.append("| GPU | " + " | ".join(fmt(got[n]) if n in got else (NO_GPU if not HAS_GPU else "")
+    lines.append("| GPU | " + " | ".join(format_rate(got[n]) if n in got else (NO_GPU if not HAS_GPU else "")
                                         for n in sizes) + " |")
     if gpu_points:
         best = max(gpu_points, key=lambda p: p[1])
-        lines += ["", f"GPU best: {fmt(best[1])} agent-steps/s at {best[0]} envs "
-                      f"({fmt(best[1] / spec.agents)} env-steps/s)."]
+        lines += ["", f"GPU best: {format_rate(best[1])} agent-steps/s at {best[0]} envs "
+                      f"({format_rate(best[1] / spec.agents)} env-steps/s)."]
     series = {f"CPU pool, {w} worker{'s' if w > 1 else ''}": p for w, p in cpu_points.items()}
     series["GPU"] = gpu_points
     path = out / f"throughput_{name.lower()}.png"
@@ -341,13 +312,13 @@ def compare_env(name: str, s, out: Path, log) -> list[str]:
         if n in policy_sizes:
             log(f"{name}: CPU pool + policy, {n} envs")
             cpu_policy.append((n, cpu_policy_rate(spec, n, s, policy_device)))
-            row.append(fmt(cpu_policy[-1][1]))
+            row.append(format_rate(cpu_policy[-1][1]))
         else:
             row.append("")
         if HAS_GPU:
             log(f"{name}: GPU + policy, {n} envs")
             gpu_policy.append((n, gpu_policy_rate(spec, n, s)))
-            row.append(fmt(gpu_policy[-1][1]))
+            row.append(format_rate(gpu_policy[-1][1]))
         else:
             row.append(NO_GPU)
         lines.append(" | ".join(row) + " |")

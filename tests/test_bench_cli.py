@@ -52,3 +52,42 @@ def test_shoal_bench_envs_section_quick(tmp_path):
     for name in shoal.envs.names():
         assert f"| {name} |" in out.stdout
     assert "| C loop |" not in out.stdout, "the main table is not run"
+
+
+def test_bench_package_has_no_import_cycle():
+    """shoal.bench's sections import the timing module (python_envs also
+    cartpole's gymnasium helpers), never the package itself; timing imports
+    no part of shoal.bench."""
+    import ast
+    from pathlib import Path
+
+    import shoal.bench
+
+    allowed = {"timing": set(), "cartpole": {"shoal.bench.timing"}, "envs": {"shoal.bench.timing"},
+               "python_envs": {"shoal.bench.timing", "shoal.bench.cartpole"}}
+    folder = Path(shoal.bench.__file__).parent
+    for name, ok in allowed.items():
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        deps = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                and n.module.startswith("shoal.bench")}
+        deps |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+                 if a.name.startswith("shoal.bench")}
+        assert deps <= ok, (name, deps)
+
+
+def test_one_action_table_for_every_env():
+    """CartPole's default table (the CartPole section's) and a spec's table
+    (envs section, compare_cpu_gpu.py) come from the same builder."""
+    import numpy as np
+
+    import shoal.envs
+    from shoal.bench.timing import ACTION_TABLE_ROWS, action_table
+
+    cartpole = action_table(64)
+    assert cartpole.shape == (ACTION_TABLE_ROWS, 64) and cartpole.dtype == np.int32
+    assert np.array_equal(cartpole, action_table(64, shoal.envs.spec("CartPole")))
+    assert set(np.unique(cartpole)) == {0, 1}
+    explorer = shoal.envs.spec("Explorer")
+    table = action_table(10, explorer, table_rows=8, dtype=np.int64)
+    assert table.shape == (8, 10, len(explorer.action_nvec)) and table.dtype == np.int64
+    assert (table < np.asarray(explorer.action_nvec)).all() and table.flags.c_contiguous

@@ -18,28 +18,25 @@ agent-steps/s per core: Snake >= 10 M, Drive >= 1 M, Explorer >= 1 M.
 """
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
+
+from shoal.bench.timing import action_table, cycling, format_rate, measure, run_c_loop
 
 ROWS_PER_STEP = 8192
 TABLE_ROWS = 8
 TARGETS_PER_CORE = {"snake": 10e6, "drive": 1e6, "explorer": 1e6, "explorerpointgoal": 1e6}
 
 
-def _actions(spec, binding, rows: int, seed: int = 0) -> np.ndarray:
+def _actions(spec, rows: int) -> np.ndarray:
     """TABLE_ROWS random action arrays for `rows` agent rows, in the pool's layout."""
-    rng = np.random.default_rng(seed)
-    nvec = np.asarray(spec.action_nvec)
-    table = rng.integers(0, nvec, size=(TABLE_ROWS, rows, len(nvec))).astype(binding.ACT_DTYPE)
-    if len(nvec) == 1 and spec.discrete_action:
-        table = table[..., 0]
-    return np.ascontiguousarray(table)
+    return action_table(rows, spec, table_rows=TABLE_ROWS, dtype=spec.load_binding().ACT_DTYPE)
 
 
 def bench_c_loop(spec, num_envs: int, seconds: float, warmup: float, repeats: int) -> list[float]:
-    from shoal.bench import run_c_loop
-
     rows = num_envs * spec.agents
-    return run_c_loop(spec, num_envs, _actions(spec, spec.load_binding(), rows), seconds, warmup, repeats)
+    return run_c_loop(spec, num_envs, _actions(spec, rows), seconds, warmup, repeats)
 
 
 def bench_pool(spec, num_envs: int, backend: str, seconds: float, warmup: float,
@@ -48,12 +45,11 @@ def bench_pool(spec, num_envs: int, backend: str, seconds: float, warmup: float,
     present (mask true) after the step, e.g. Drive's agents that have not
     crashed or arrived yet."""
     import shoal
-    from shoal.bench import cycling, measure
 
     pool = shoal.make(spec.name, num_envs, backend=backend, seed=0)
     try:
         pool.reset(seed=0)
-        next_actions = cycling(_actions(spec, spec.load_binding(), pool.num_rows))
+        next_actions = cycling(_actions(spec, pool.num_rows))
 
         def step():
             pool.step(next_actions())
@@ -67,8 +63,6 @@ def bench_pool(spec, num_envs: int, backend: str, seconds: float, warmup: float,
 def run(seconds: float, warmup: float, repeats: int, cores: int, envs: list[str] | None = None,
         log=None) -> tuple[list[str], list[str]]:
     """Measure every env; returns (markdown lines, errors)."""
-    import statistics
-
     import shoal.envs
 
     names = envs or [n.lower() for n in shoal.envs.names()]
@@ -97,14 +91,11 @@ def run(seconds: float, warmup: float, repeats: int, cores: int, envs: list[str]
         target = TARGETS_PER_CORE.get(name)
         per_core = procs / cores
         met = "-" if target is None else ("yes" if live >= target else "no")
-        lines.append(f"| {spec.name} | {spec.agents} | {num_envs} | {_fmt(c_loop)} | {_fmt(serial)} | {_fmt(live)} | "
-                     f"{_fmt(procs)} | {_fmt(per_core)} | {_fmt(target) if target else '-'} | {met} |")
+        fmt = format_rate
+        lines.append(f"| {spec.name} | {spec.agents} | {num_envs} | {fmt(c_loop)} | {fmt(serial)} | {fmt(live)} | "
+                     f"{fmt(procs)} | {fmt(per_core)} | {fmt(target) if target else '-'} | {met} |")
     lines += ["", "Agent-steps count every agent row; \"live agents\" counts only rows whose agent is "
               "present after the step (Drive's cars leave when they crash or arrive, and random "
               "actions crash most of them early). \"met\": Serial, one process on one core, reaches "
               "the per-core target in live agent-steps."]
     return lines, errors
-
-
-def _fmt(rate: float) -> str:
-    return f"{rate / 1e6:.2f} M" if rate >= 1e6 else f"{rate / 1e3:.1f} k"
