@@ -5,7 +5,7 @@
 
     env = gymnasium.make("shoal/CartPole-v0")              # one env: shoal.single.SingleEnv
     envs = gymnasium.make_vec("shoal/CartPole-v0", num_envs=64)
-        # the native pool: shoal.pool.gym_native.NativeVectorEnv; pool arguments as
+        # the native pool: shoal.pool.gym_vector.NativeVectorEnv; pool arguments as
         # keywords: backend="serial", num_workers=4, autoreset_mode="same_step", seed=0
     envs = gymnasium.make_vec("shoal/CartPole-v0", num_envs=8, vectorization_mode="sync")
         # gymnasium's SyncVectorEnv ("async": AsyncVectorEnv) over SingleEnvs; keywords
@@ -46,7 +46,7 @@ def make_native_vector_env(num_envs: int = 1, env_name: str = "CartPole", **kwar
     """make_vec's vector_entry_point. The registered kwargs are shared by both
     entry points and named for SingleEnv (env_name); this maps them onto
     NativeVectorEnv(env, num_envs, **kwargs)."""
-    from shoal.pool.gym_native import NativeVectorEnv  # the pool loads only when used
+    from shoal.pool.gym_vector import NativeVectorEnv  # the pool loads only when used
     return NativeVectorEnv(env_name, num_envs, **kwargs)
 
 
@@ -54,7 +54,7 @@ def _multi_agent_make(env_name: str, **kwargs):
     raise gymnasium.error.Error(
         f"{env_name} is a multi-agent env: gymnasium.make gives single-agent envs. Use "
         f"gymnasium.make_vec (agent rows as sub-envs, infos['mask']), "
-        f"shoal.parallel_env.ShoalParallelEnv({env_name!r}) (pettingzoo) or shoal.make({env_name!r}, n)")
+        f"shoal.pettingzoo_env.ShoalParallelEnv({env_name!r}) (pettingzoo) or shoal.make({env_name!r}, n)")
 
 
 def register_envs() -> list[str]:
@@ -74,7 +74,7 @@ def register_envs() -> list[str]:
             id=env_id,
             # A gymnasium.Env is single-agent: a multi-agent env has only the
             # vector entry point (its agent rows are the sub-envs) and, outside
-            # gymnasium, the pettingzoo view (shoal.parallel_env).
+            # gymnasium, the pettingzoo view (shoal.pettingzoo_env).
             entry_point="shoal.single:SingleEnv" if env_spec.agents == 1 else _multi_agent_make,
             vector_entry_point="shoal.registration:make_native_vector_env",
             kwargs={"env_name": env_spec.name},

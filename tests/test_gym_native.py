@@ -14,7 +14,7 @@ from gymnasium.wrappers import vector as vector_wrappers
 
 import shoal
 import shoal.envs
-from shoal.pool.gym_native import NativeVectorEnv
+from shoal.pool.gym_vector import NativeVectorEnv
 from shoal.registration import register_envs
 
 from helpers import assert_same

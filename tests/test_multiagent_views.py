@@ -7,7 +7,7 @@ from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 import shoal
 import shoal.envs
-from shoal.parallel_env import ShoalParallelEnv
+from shoal.pettingzoo_env import ShoalParallelEnv
 from shoal.pool import Serial
 
 MULTI_AGENT = [n.lower() for n in shoal.envs.names() if shoal.envs.spec(n).agents > 1]

@@ -7,9 +7,9 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
-from shoal.parallel_env import ShoalParallelEnv
+from shoal.pettingzoo_env import ShoalParallelEnv
 from shoal.pool import Serial
-from shoal.pool.parallel import ParallelEnvPool, padded_space
+from shoal.pool.pettingzoo_pool import ParallelEnvPool, padded_space
 
 
 class Hunters(ParallelEnv):

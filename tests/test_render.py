@@ -52,7 +52,7 @@ def test_render_modes_through_gymnasium_and_pettingzoo():
     assert isinstance(frames, tuple) and len(frames) == 3 and frames[0].shape == (200, 300, 3)
     vec.close()
 
-    from shoal.parallel_env import ShoalParallelEnv
+    from shoal.pettingzoo_env import ShoalParallelEnv
     penv = ShoalParallelEnv("cartpole", render_mode="ansi")
     penv.reset(seed=0)
     assert "theta=" in penv.render()

@@ -1,0 +1,324 @@
+"""shoal's native pools as an exact `gymnasium.vector.VectorEnv`.
+
+    envs = NativeVectorEnv("CartPole", num_envs=64, autoreset_mode="same_step")
+    obs, infos = envs.reset(seed=0)
+    obs, rewards, terminations, truncations, infos = envs.step(envs.action_space.sample())
+
+or, once `import shoal` has registered the ids,
+
+    envs = gymnasium.make_vec("shoal/CartPole-v0", num_envs=64)   # this class
+
+Every result equals, step by step, what `gymnasium.vector.SyncVectorEnv`
+returns over the same number of `gymnasium.make("shoal/CartPole-v0")` envs
+with the same seeds and actions:
+
+- obs are copies (Sync's default copy=True; `copy=False` returns the pool's
+  obs buffer itself, overwritten by the next step); rewards are float64,
+  terminations / truncations bool, all fresh arrays.
+- seeds: None continues each env's RNG, an int s seeds env i with s + i, a
+  list gives one seed (or None) per env; options["reset_mask"] resets only
+  the masked envs and is validated, and popped from `options`, as Sync does.
+- infos: {} in NEXT_STEP and DISABLED. In SAME_STEP, on a step where some
+  envs ended, "final_obs" (object array: None, or that env's last obs),
+  "final_info" ({}: the C envs have no info), and their masks "_final_obs",
+  "_final_info"; {} on steps where no env ended.
+
+One difference from Sync, shared with gymnasium's AsyncVectorEnv: in
+DISABLED mode, stepping an env whose episode ended without resetting it is
+not an error (Sync raises an AssertionError); the env steps on as its C
+code says. Reset ended envs with options={"reset_mask": ...}.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium.error import ClosedEnvironmentError, ResetNeeded
+from gymnasium.vector import AutoresetMode, VectorEnv
+
+from shoal.pool.gym_compat import validate_reset_mask
+from shoal.pool import render
+from shoal.pool.contract import draw_seed
+from shoal.pool.native import Multiprocessing, NativePool, Serial, parse_autoreset_mode
+
+_BACKENDS: dict[str, type[NativePool]] = {"serial": Serial, "multiprocessing": Multiprocessing}
+
+
+class NativeVectorEnv(VectorEnv):
+    """`num_envs` copies of first-party env `env` stepped by a native pool.
+
+    Args:
+        env: a first-party env name ("CartPole", case-insensitive).
+        num_envs: number of envs. A multi-agent env's agent rows are the
+            vector env's sub-envs: its num_envs is then envs x agents, and
+            infos["mask"] says which rows hold a present agent (see reset).
+        backend: "multiprocessing" (worker processes, shared memory) or
+            "serial" (in this process).
+        autoreset_mode: a gymnasium AutoresetMode or its string value.
+        render_mode: None, "rgb_array" or "ansi" where the env draws itself.
+        max_episode_steps: None or the env's own limit (CartPole: 500). The
+            limit is enforced by the C env itself and cannot be changed;
+            accepted because gymnasium.make_vec passes it.
+        copy: default for step()/reset(): return copies of the obs (True,
+            gymnasium's default) or the pool's obs buffer (False, faster).
+        **pool_kwargs: num_workers, seed, context, ... (see NativePool).
+            batch_size is not accepted: a VectorEnv steps all envs at once.
+    """
+
+    def __init__(self, env: str = "cartpole", num_envs: int = 1, *,
+                 backend: str = "multiprocessing",
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+                 render_mode: str | None = None, max_episode_steps: int | None = None,
+                 copy: bool = True, **pool_kwargs: Any):
+        self._pool = None  # close() works even if construction fails below
+        if backend not in _BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; expected one of {sorted(_BACKENDS)}")
+        if "batch_size" in pool_kwargs:
+            raise TypeError("NativeVectorEnv steps all envs together: batch_size is not accepted "
+                            "(use the pool's send/recv for batched async stepping)")
+        autoreset_mode = parse_autoreset_mode(autoreset_mode)
+        seed = pool_kwargs.pop("seed", None)
+        if seed is None:
+            # Drawn here rather than in the pool so that np_random_seed can report it.
+            seed = draw_seed()
+        pool = _BACKENDS[backend](env, num_envs, autoreset_mode=autoreset_mode, seed=seed,
+                                  **pool_kwargs)
+        try:
+            self._check_supported(pool, render_mode, max_episode_steps)
+        except BaseException:
+            pool.close()
+            raise
+        self._pool = pool
+        # Multi-agent envs: every agent row is a sub-env (as PufferLib does),
+        # so num_envs counts rows; infos["mask"] says which rows are present.
+        self.agents_per_env = pool.spec.agents
+        self.num_envs = pool.num_rows
+        self.autoreset_mode = autoreset_mode
+        self.copy = copy
+        self.render_mode = render_mode
+        # Like SyncVectorEnv: the single env's metadata plus the autoreset mode.
+        self.metadata = {**render.env_metadata(pool.spec), "autoreset_mode": autoreset_mode}
+        self.single_observation_space = pool.single_observation_space
+        self.single_action_space = pool.single_action_space
+        # observation_space / action_space: the pool's, built on first read (properties below)
+        self._env_seeds = [seed + i // self.agents_per_env for i in range(self.num_envs)]
+        self._reset_done = False
+        self._no_final_info: dict = {}  # SAME_STEP "final_info": the C envs report no info
+
+    @staticmethod
+    def _check_supported(pool: NativePool, render_mode, max_episode_steps) -> None:
+        spec = pool.spec
+        render.check_render_mode(spec, render_mode)
+        if max_episode_steps is not None and max_episode_steps != spec.max_episode_steps:
+            raise ValueError(f"{spec.name} truncates episodes after {spec.max_episode_steps} steps "
+                             f"in its C code; max_episode_steps={max_episode_steps} cannot change that")
+
+    # ---- state and spaces -----------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True after close(), and also once a failure (WorkerError,
+        Ctrl-C, a timeout) has closed the pool: every later call then raises
+        gymnasium's ClosedEnvironmentError."""
+        return self._closed or (self._pool is not None and self._pool.closed)
+
+    @closed.setter
+    def closed(self, value: bool) -> None:  # VectorEnv.close() sets it
+        self._closed = value
+
+    _closed = False
+
+    # The batched spaces hold per-row bounds as large as the obs buffer: the
+    # pool builds them on first read. Assigning one (as a wrapper might)
+    # replaces it for this env only.
+    @property
+    def observation_space(self):
+        space = self.__dict__.get("_observation_space")
+        return self._pool.observation_space if space is None else space
+
+    @observation_space.setter
+    def observation_space(self, space) -> None:
+        self.__dict__["_observation_space"] = space
+
+    @property
+    def action_space(self):
+        space = self.__dict__.get("_action_space")
+        return self._pool.action_space if space is None else space
+
+    @action_space.setter
+    def action_space(self, space) -> None:
+        self.__dict__["_action_space"] = space
+
+    # ---- core API ---------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, "
+                                         f"after a call to `close()`.")
+
+    def reset(self, *, seed: int | list[int | None] | None = None,
+              options: dict[str, Any] | None = None):
+        """Reset all envs, or those in options["reset_mask"]; returns (obs, {})."""
+        self._check_open()
+        # Checks in SyncVectorEnv's order: seeds, then the reset mask.
+        if isinstance(seed, (list, tuple)) and len(seed) != self.num_envs:
+            raise ValueError(f"If seeds are passed as a list the length must match "
+                             f"num_envs={self.num_envs} but got length={len(seed)}.")
+        reset_mask = None
+        if options is not None and "reset_mask" in options:
+            reset_mask = options.pop("reset_mask")  # Sync pops it too (the dict is the caller's)
+            validate_reset_mask(reset_mask, self.num_envs)
+        pool_seed, pool_mask = self._per_pool_env(seed, reset_mask)
+        obs, _ = self._pool.reset(seed=pool_seed, options=None if pool_mask is None
+                                  else {"reset_mask": pool_mask})
+        self._remember_seeds(seed, reset_mask)
+        self._reset_done = True
+        return (obs.copy() if self.copy else obs), self._mask_info()
+
+    def _per_pool_env(self, seed, reset_mask):
+        """Seeds and reset mask over rows -> over the pool's envs. With several
+        agents per env, an env's rows reset together: a seed list or a mask
+        must give all rows of an env the same value."""
+        a = self.agents_per_env
+        if a == 1:
+            return seed, reset_mask
+        if isinstance(seed, (list, tuple)):
+            per_env = [seed[e * a] for e in range(self._pool.num_envs)]
+            if any(seed[e * a + k] != per_env[e] for e in range(self._pool.num_envs) for k in range(a)):
+                raise ValueError(f"{self._pool.spec.name} has {a} agent rows per env, which reset "
+                                 f"together: a seed list must repeat each env's seed for its {a} rows")
+            seed = per_env
+        # (an int seed s already means env e gets s + e: its rows report that seed)
+        if reset_mask is not None:
+            by_env = reset_mask.reshape(-1, a)
+            if not (by_env == by_env[:, :1]).all():
+                raise ValueError(f"{self._pool.spec.name} has {a} agent rows per env, which reset "
+                                 f"together: reset_mask must be equal over each env's {a} rows")
+            reset_mask = np.ascontiguousarray(by_env[:, 0])
+        return seed, reset_mask
+
+    def _mask_info(self) -> dict:
+        """Multi-agent envs: {"mask": rows present, "_mask": all true}."""
+        if self.agents_per_env == 1:
+            return {}
+        masks = self._pool.masks.copy()
+        return {"mask": masks, "_mask": np.ones(self.num_envs, dtype=np.bool_)}
+
+    def _remember_seeds(self, seed, reset_mask) -> None:
+        if seed is None:
+            return
+        a = self.agents_per_env
+        seeds = ([int(seed) + i // a for i in range(self.num_envs)]
+                 if isinstance(seed, (int, np.integer)) else list(seed))
+        for i, s in enumerate(seeds):
+            if s is not None and (reset_mask is None or reset_mask[i]):
+                self._env_seeds[i] = int(s)
+
+    def step(self, actions):
+        """Step every env; returns (obs, rewards, terminations, truncations, infos)."""
+        self._check_open()
+        if not self._reset_done:
+            # What Sync and Async raise (their sub-envs are wrapped in OrderEnforcing),
+            # although the pool itself has reset its envs at construction.
+            raise ResetNeeded("Cannot call env.step() before calling env.reset()")
+        obs, rewards, terminations, truncations, pool_info = self._pool.step(actions)
+        infos = self._mask_info()
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            infos.update(self._final_infos(pool_info["final_obs"], pool_info["_final_obs"]))
+        return ((obs.copy() if self.copy else obs),
+                rewards.astype(np.float64),  # the pool's float32 -> a new float64 array, as Sync
+                terminations.copy(),
+                truncations.copy(),
+                infos)
+
+    def _final_infos(self, final_obs: np.ndarray, ended: np.ndarray) -> dict:
+        """SyncVectorEnv's SAME_STEP infos (its `_add_info` of {"final_obs", "final_info"})."""
+        if not ended.any():
+            return {}
+        objects = np.full(self.num_envs, None, dtype=object)
+        for i in np.flatnonzero(ended):
+            objects[i] = final_obs[i].copy()  # the pool's row is overwritten next step
+        return {"final_obs": objects, "_final_obs": ended.copy(),
+                "final_info": dict(self._no_final_info), "_final_info": ended.copy()}
+
+    def render(self):
+        """A frame (render_mode "rgb_array") or text view ("ansi") of every
+        env (not every agent row), as a tuple like SyncVectorEnv's; None
+        without a render_mode."""
+        self._check_open()
+        if self.render_mode is None:
+            return None
+        return tuple(render.render(self._pool, self.render_mode, i) for i in range(self._pool.num_envs))
+
+    def close_extras(self, **kwargs: Any) -> None:
+        if self._pool is not None:
+            self._pool.close()
+
+    # ---- seeds ------------------------------------------------------------------
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """The seed each env was last seeded with (as SyncVectorEnv: one per env).
+
+        The C envs draw from their own RNG, not from numpy generators, so
+        there is no per-env `np_random`; `np_random` is the VectorEnv's own
+        generator, for wrappers and users.
+        """
+        return tuple(self._env_seeds)
+
+    # ---- attributes ---------------------------------------------------------------
+    def _env_attributes(self) -> dict[str, Any]:
+        """What a sub-env attribute lookup can answer: each env's value of
+        the attributes a gymnasium.Env has."""
+        return {"observation_space": self.single_observation_space,
+                "action_space": self.single_action_space,
+                "metadata": {k: v for k, v in self.metadata.items() if k != "autoreset_mode"},
+                "render_mode": self.render_mode,
+                "np_random_seed": None}  # per env, filled in by get_attr
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """One value per env of a sub-env attribute (as SyncVectorEnv.get_attr).
+
+        Supported: observation_space, action_space, metadata, render_mode,
+        np_random_seed, and the pool's own attributes (num_workers,
+        autoreset_mode, spec: shoal's EnvSpec, not gymnasium's), the same for
+        every env. The envs are C structs:
+        other names raise AttributeError.
+        """
+        self._check_open()
+        if name == "np_random_seed":
+            return self.np_random_seed
+        attributes = self._env_attributes()
+        if name in attributes:
+            return tuple(attributes[name] for _ in range(self.num_envs))
+        if not name.startswith("_") and hasattr(self._pool, name) \
+                and not callable(getattr(self._pool, name)):
+            value = getattr(self._pool, name)
+            return tuple(value for _ in range(self.num_envs))
+        raise AttributeError(f"{type(self).__name__}: sub-envs are C envs without a Python "
+                             f"attribute {name!r}; available: {sorted(attributes)} and the "
+                             f"pool's attributes (e.g. spec, num_workers, autoreset_mode)")
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """As SyncVectorEnv.call: attributes come back as values (get_attr);
+        the C envs have no Python methods to call, so those raise AttributeError."""
+        if args or kwargs:
+            self._check_open()
+            raise AttributeError(f"{type(self).__name__}: sub-envs are C envs and have no "
+                                 f"method {name!r} to call")
+        return self.get_attr(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Not supported: the sub-envs are C structs with no Python attributes."""
+        self._check_open()
+        raise AttributeError(f"{type(self).__name__}: cannot set {name!r}; sub-envs are C envs "
+                             f"without Python attributes")
+
+    # ---- access to the pool -------------------------------------------------------
+    @property
+    def pool(self) -> NativePool:
+        """The underlying pool (for its async send/recv or episode_stats)."""
+        return self._pool
+
+    def __repr__(self) -> str:
+        backend = type(self._pool).__name__ if self._pool is not None else "?"
+        if self.spec is None:
+            return f"{type(self).__name__}({backend}, num_envs={getattr(self, 'num_envs', '?')})"
+        return f"{type(self).__name__}({self.spec.id}, {backend}, num_envs={self.num_envs})"
