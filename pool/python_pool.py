@@ -117,6 +117,10 @@ class _SharedMemory:
                                 self.action_space, self.region))
 
     def close(self) -> None:
+        # Our own views first: while any is alive the mapping cannot close,
+        # and a closed pool would keep its memory as long as it is referenced.
+        self.rewards = self.terminations = self.truncations = None
+        self.observations = self.actions = None
         self.region.close()
 
 
@@ -566,6 +570,8 @@ class AsyncVectorEnv(VectorEnv):
             self._workers = None
         elif getattr(self, "_memory", None) is not None:
             self._memory.close()
+        if getattr(self, "shared_memory", False):   # views of the region: drop them, so close() frees it
+            self.observations = None
 
     # ---- gymnasium API --------------------------------------------------------------
     @property

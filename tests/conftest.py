@@ -81,8 +81,11 @@ def leaks_since(before: LeakSnapshot) -> list[str]:
     problems = []
     now = open_fds()
     helpers = _helper_fds()
-    kept_before = {fd for fd in before.fds if fd not in helpers}
-    kept_now = {fd for fd in now if fd not in helpers}
+    # multiprocessing's shared-memory heap (/dev/shm/pym-*: arenas that
+    # gymnasium's own AsyncVectorEnv opens on first use) lives as long as the process
+    heap = {fd for fd, target in now.items() if target.startswith("/dev/shm/pym-")}
+    kept_before = {fd for fd in before.fds if fd not in helpers and fd not in heap}
+    kept_now = {fd for fd in now if fd not in helpers and fd not in heap}
     if len(kept_now) > len(kept_before):
         new_fds = {fd: now[fd] for fd in sorted(kept_now) if before.fds.get(fd) != now[fd]}
         problems.append(f"open descriptors: {len(kept_before)} before, {len(kept_now)} after; new: {new_fds}")
