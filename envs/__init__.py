@@ -36,7 +36,14 @@ class EnvSpec:
     metadata: dict = field(default_factory=dict)
 
     def load_binding(self):
-        return importlib.import_module(self.binding)
+        """The compiled binding, checked once against this spec: what the
+        spec repeats from the header (rows per env, obs and action sizes,
+        obs dtype, step limit) must be what the header says."""
+        module = importlib.import_module(self.binding)
+        if getattr(module, "_SPEC_CHECKED", None) != self.name:
+            check_spec_against_binding(self, module)
+            module._SPEC_CHECKED = self.name
+        return module
 
     @property
     def single_observation_space(self):
@@ -49,6 +56,33 @@ class EnvSpec:
         if self.discrete_action and len(self.action_nvec) == 1:
             return spaces.Discrete(self.action_nvec[0])
         return spaces.MultiDiscrete(np.array(self.action_nvec, dtype=np.int64))
+
+
+class SpecMismatchError(ValueError):
+    """An env's EnvSpec disagrees with its C header (through the binding)."""
+
+
+def check_spec_against_binding(spec: EnvSpec, binding) -> None:
+    """Raise SpecMismatchError naming every field where `spec` and the
+    binding's header exports (AGENTS_PER_ENV, OBS_ELEMENTS, ACT_ELEMENTS,
+    OBS_DTYPE, MAX_EPISODE_STEPS where exported) disagree."""
+    pairs = [("agents", spec.agents, "AGENTS_PER_ENV"),
+             ("obs elements (prod(obs_shape))", int(np.prod(spec.obs_shape)), "OBS_ELEMENTS"),
+             ("action components (len(action_nvec))", len(spec.action_nvec), "ACT_ELEMENTS"),
+             ("obs_dtype", np.dtype(spec.obs_dtype), "OBS_DTYPE"),
+             ("max_episode_steps", spec.max_episode_steps, "MAX_EPISODE_STEPS")]
+    wrong = []
+    for what, in_spec, export in pairs:
+        if not hasattr(binding, export):
+            continue   # optional exports (a step limit) may be absent
+        in_header = getattr(binding, export)
+        if export == "OBS_DTYPE":
+            in_header = np.dtype(in_header)
+        if in_spec != in_header:
+            wrong.append(f"{what}: {in_spec!r} in the spec, {in_header!r} in the header ({export})")
+    if wrong:
+        raise SpecMismatchError(f"{spec.name}'s SPEC disagrees with its C header "
+                                f"({spec.binding}): " + "; ".join(wrong))
 
 
 _REGISTRY: dict[str, str] = {

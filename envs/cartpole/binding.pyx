@@ -33,6 +33,8 @@ cdef extern from *:
 
 include "../vec_binding.pxi"
 
+MAX_EPISODE_STEPS = MAX_STEPS  # checked against SPEC.max_episode_steps (shoal.envs)
+
 
 def physics(float[:, ::1] states, const int32_t[::1] actions):
     """Advance each (x, x_dot, theta, theta_dot) row one step in place with
