@@ -1,15 +1,44 @@
 # vec_binding.pxi — the Cython side of every env binding, included textually.
 #
-# An env's binding.pyx declares its header's names under the generic names
-# used here (env_t, obs_t, act_t, AGENTS, OBS_SIZE, ACT_SIZE, shoal_episode,
-# vec_reset, vec_step) and then includes this
-# file. What is generated: `Block`, which steps a contiguous block of envs
-# in place inside buffers it is handed, without the GIL and without any
-# per-env Python object or per-step allocation.
+# An env's binding.pyx includes its header and shoal_vec.h (with
+# SHOAL_VEC_ENV, the env's prefix, defined), declares the header's types
+# under the generic names env_t, obs_t and act_t (with the fields it reads
+# itself), and then includes this file, which declares the rest once for
+# every env: the sizes, the episode record and the vector loop, through
+# generic C names that expand to the env's own. What is generated: `Block`,
+# which steps a contiguous block of envs in place inside buffers it is
+# handed, without the GIL and without any per-env Python object or per-step
+# allocation.
 
 from libc.stdint cimport uint8_t, uint64_t, int64_t
 
 import numpy as np
+
+cdef extern from *:
+    """
+    /* The env's vector loop and sizes under generic names (SHOAL_VEC_ENV is
+     * still the prefix the binding included shoal_vec.h with). */
+    #define SHOAL_BINDING_(name) SHOAL_CAT(SHOAL_VEC_ENV, name)
+    enum {
+        shoal_binding_agents = SHOAL_BINDING_(agents),
+        shoal_binding_obs_size = SHOAL_BINDING_(obs_size),
+        shoal_binding_act_size = SHOAL_BINDING_(act_size)
+    };
+    #define shoal_binding_vec_reset SHOAL_BINDING_(vec_reset)
+    #define shoal_binding_vec_step SHOAL_BINDING_(vec_step)
+    """
+    enum:
+        AGENTS "shoal_binding_agents"
+        OBS_SIZE "shoal_binding_obs_size"
+        ACT_SIZE "shoal_binding_act_size"
+    ctypedef struct shoal_episode:
+        pass
+    void vec_reset "shoal_binding_vec_reset"(env_t* envs, shoal_episode* eps, int64_t n,
+        const uint8_t* requests, const uint64_t* seeds, obs_t* obs, float* rew,
+        uint8_t* term, uint8_t* trunc, uint8_t* mask) noexcept nogil
+    void vec_step "shoal_binding_vec_step"(env_t* envs, shoal_episode* eps, int64_t n,
+        const act_t* act, obs_t* obs, float* rew, uint8_t* term, uint8_t* trunc,
+        uint8_t* mask, obs_t* final_obs, int mode) noexcept nogil
 
 cdef extern from "shoal_block.h":
     ctypedef struct shoal_block_ops:

@@ -17,18 +17,7 @@ cdef extern from *:
     ctypedef float obs_t "cartpole_obs_t"
     ctypedef int32_t act_t "cartpole_act_t"
     enum:
-        AGENTS "cartpole_agents"
-        OBS_SIZE "cartpole_obs_size"
-        ACT_SIZE "cartpole_act_size"
         MAX_STEPS "CARTPOLE_MAX_STEPS"
-    ctypedef struct shoal_episode:
-        pass
-    void vec_reset "cartpole_vec_reset"(env_t* envs, shoal_episode* eps, int64_t n,
-        const uint8_t* requests, const uint64_t* seeds, obs_t* obs, float* rew,
-        uint8_t* term, uint8_t* trunc, uint8_t* mask) noexcept nogil
-    void vec_step "cartpole_vec_step"(env_t* envs, shoal_episode* eps, int64_t n,
-        const act_t* act, obs_t* obs, float* rew, uint8_t* term, uint8_t* trunc,
-        uint8_t* mask, obs_t* final_obs, int mode) noexcept nogil
     int cartpole_physics(env_t* env, int32_t action) noexcept nogil
 
 include "../vec_binding.pxi"

@@ -41,9 +41,6 @@ cdef extern from *:
     ctypedef float obs_t "drive_obs_t"
     ctypedef int32_t act_t "drive_act_t"
     enum:
-        AGENTS "drive_agents"
-        OBS_SIZE "drive_obs_size"
-        ACT_SIZE "drive_act_size"
         MAX_STEPS "DRIVE_MAX_STEPS"
         NUM_MAPS "DRIVE_NUM_MAPS"
         NUM_ACTIONS "DRIVE_NUM_ACTIONS"
@@ -51,14 +48,6 @@ cdef extern from *:
         ACCEL_BINS "DRIVE_ACCEL_BINS"
         TEXT_ROWS "DRIVE_TEXT_ROWS"
         TEXT_COLS "DRIVE_TEXT_COLS"
-    ctypedef struct shoal_episode:
-        pass
-    void vec_reset "drive_vec_reset"(env_t* envs, shoal_episode* eps, int64_t n,
-        const uint8_t* requests, const uint64_t* seeds, obs_t* obs, float* rew,
-        uint8_t* term, uint8_t* trunc, uint8_t* mask) noexcept nogil
-    void vec_step "drive_vec_step"(env_t* envs, shoal_episode* eps, int64_t n,
-        const act_t* act, obs_t* obs, float* rew, uint8_t* term, uint8_t* trunc,
-        uint8_t* mask, obs_t* final_obs, int mode) noexcept nogil
     void drive_build_assets() noexcept nogil
     const char* drive_assets_address "((const char*)&drive_assets_host)"
     size_t DRIVE_ASSETS_BYTES "sizeof(drive_assets)"

@@ -26,9 +26,6 @@ cdef extern from *:
     ctypedef float obs_t "explorer_obs_t"
     ctypedef int32_t act_t "explorer_act_t"
     enum:
-        AGENTS "explorer_agents"
-        OBS_SIZE "explorer_obs_size"
-        ACT_SIZE "explorer_act_size"
         MAX_STEPS "EXPLORER_MAX_STEPS"
         RAYS "EXPLORER_RAYS"
         PLANS "EXPLORER_PLANS"
@@ -41,14 +38,6 @@ cdef extern from *:
         RENDER_W "EXPLORER_RENDER_W"
     float RADIUS "EXPLORER_RADIUS"
     float RANGE "EXPLORER_RANGE"
-    ctypedef struct shoal_episode:
-        pass
-    void vec_reset "explorer_vec_reset"(env_t* envs, shoal_episode* eps, int64_t n,
-        const uint8_t* requests, const uint64_t* seeds, obs_t* obs, float* rew,
-        uint8_t* term, uint8_t* trunc, uint8_t* mask) noexcept nogil
-    void vec_step "explorer_vec_step"(env_t* envs, shoal_episode* eps, int64_t n,
-        const act_t* act, obs_t* obs, float* rew, uint8_t* term, uint8_t* trunc,
-        uint8_t* mask, obs_t* final_obs, int mode) noexcept nogil
     void explorer_build_assets() noexcept nogil
     const plan_t* explorer_plan_ptr "(explorer_assets_host.plans)"
     const char* explorer_assets_address "((const char*)&explorer_assets_host)"

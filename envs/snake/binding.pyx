@@ -52,9 +52,6 @@ cdef extern from *:
     ctypedef uint8_t obs_t "snake_obs_t"
     ctypedef int32_t act_t "snake_act_t"
     enum:
-        AGENTS "snake_agents"
-        OBS_SIZE "snake_obs_size"
-        ACT_SIZE "snake_act_size"
         C_MAX_STEPS "SNAKE_MAX_STEPS"
         C_SIZE "SNAKE_SIZE"
         C_FOOD "SNAKE_FOOD"
@@ -63,14 +60,6 @@ cdef extern from *:
         C_VIEW "SNAKE_VIEW"
         C_RENDER_SIDE "SNAKE_RENDER_SIDE"
         C_TEXT_CHARS "SNAKE_TEXT_CHARS"
-    ctypedef struct shoal_episode:
-        pass
-    void vec_reset "snake_vec_reset"(env_t* envs, shoal_episode* eps, int64_t n,
-        const uint8_t* requests, const uint64_t* seeds, obs_t* obs, float* rew,
-        uint8_t* term, uint8_t* trunc, uint8_t* mask) noexcept nogil
-    void vec_step "snake_vec_step"(env_t* envs, shoal_episode* eps, int64_t n,
-        const act_t* act, obs_t* obs, float* rew, uint8_t* term, uint8_t* trunc,
-        uint8_t* mask, obs_t* final_obs, int mode) noexcept nogil
     int snake_heuristic_action(const env_t* env, int i) noexcept nogil
     void snake_render_rgb(const env_t* env, uint8_t* out) noexcept nogil
     void snake_render_text(const env_t* env, char* out) noexcept nogil
