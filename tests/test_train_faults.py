@@ -355,7 +355,7 @@ def test_ctrl_c_twice_in_a_real_run(tmp_path):
     its final save: exit status 130, a loadable checkpoint with consistent
     counters, no temp file, no traceback."""
     folder = tmp_path / "r"
-    cmd = [sys.executable, "-c", CHILD, "train", "cartpole", *TINY, "--train.total-timesteps", "100000000",
+    cmd = [sys.executable, "-P", "-c", CHILD, "train", "cartpole", *TINY, "--train.total-timesteps", "100000000",
            "--train.max-train-seconds", "0", "--train.log-interval", "0", "--run-dir", str(folder)]
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)
