@@ -314,12 +314,23 @@ class NativePool:
         fill_reset_requests(seed, self._buffers.reset_requests, self._buffers.seeds)
 
     def reset(self, *, seed=None, options: dict | None = None):
-        """Reset envs and return (obs, info) for all rows.
+        """Reset envs and return the first observations of every row.
 
-        seed: None keeps each env's RNG going; an int s gives env i the seed
-        s + i; a sequence gives one seed (or None) per env.
-        options: {"reset_mask": bool array (num_envs,)} resets only those envs
-        (the others keep their state and obs).
+        Args:
+            seed: None keeps each env's RNG going; an int s gives env i the
+                seed s + i; a sequence gives one seed (or None) per env.
+            options: {"reset_mask": bool array (num_envs,)} resets only those
+                envs; the others keep their state and obs rows.
+
+        Returns:
+            (obs, info): obs is a view of the shared buffer, (num_rows,
+            *obs_shape), overwritten by the next call; info is {}.
+
+        Raises:
+            ValueError / TypeError: a bad seed or reset_mask (nothing is reset).
+            RuntimeError: async batches are out, or another thread or a
+                forked child calls; PoolClosedError once closed.
+            WorkerError: a worker died (the pool is then closed).
         """
         self._enter()
         try:
@@ -374,11 +385,24 @@ class NativePool:
         np.copyto(target, a, casting="unsafe")
 
     def step(self, actions):
-        """Step every env once; returns (obs, rewards, terminals, truncations, info).
+        """Step every env once.
 
-        actions: one row per agent row, shape action_space.shape, integers.
-        In SAME_STEP mode info holds "final_obs" (rows valid where
-        info["_final_obs"]) for episodes that ended this step.
+        Args:
+            actions: integers of shape action_space.shape, one row per agent
+                row (any integer dtype; each component in [0, nvec)).
+
+        Returns:
+            (obs, rewards, terminals, truncations, info), views of the shared
+            buffers overwritten by the next call. In SAME_STEP mode info holds
+            "final_obs", valid in the rows where info["_final_obs"].
+
+        Raises:
+            ValueError: actions of the wrong shape, dtype or range (nothing
+                is stepped).
+            RuntimeError: async batches are out, or another thread or a
+                forked child calls; PoolClosedError once closed.
+            WorkerError: a worker died; WorkerTimeoutError: one did not
+                answer within `timeout` (the pool is then closed).
         """
         self._enter()
         try:
@@ -419,9 +443,16 @@ class NativePool:
                               b.truncations[rows])
 
     def send(self, actions, env_ids=None) -> None:
-        """Step the batch returned by the oldest unanswered recv() with `actions`.
+        """Step the batch returned by the oldest unanswered recv(); returns at once.
 
-        env_ids, if given, must equal that batch's info["env_id"].
+        Args:
+            actions: integers for that batch's rows, shape
+                (batch_size * agents, ...), as step()'s.
+            env_ids: optional; must equal that batch's info["env_id"].
+
+        Raises:
+            ValueError: bad actions or env_ids (nothing is sent).
+            RuntimeError: no batch awaits actions; misuse as step().
         """
         self._enter()
         try:
@@ -445,8 +476,17 @@ class NativePool:
         self._start_or_close(batch, _native.CMD_STEP)
 
     def recv(self):
-        """Wait for the next batch in flight; returns (obs, rewards, terminals,
-        truncations, info) for its rows, with info["env_id"] the env indices."""
+        """Wait for the next batch in flight (batches come back in a fixed
+        round-robin order, so async runs are reproducible).
+
+        Returns:
+            (obs, rewards, terminals, truncations, info) for the batch's rows,
+            views of the shared buffers; info["env_id"] holds its env indices.
+
+        Raises:
+            RuntimeError: nothing in flight; misuse as step().
+            WorkerError / WorkerTimeoutError: as step() (the pool is closed).
+        """
         self._enter()
         try:
             return self._recv()

@@ -344,10 +344,22 @@ class CudaVecEnv:
         return torch.cuda.current_stream(self.device).cuda_stream
 
     def reset(self, *, seed=None, options: dict | None = None):
-        """Reset envs; returns (obs, info). Same rules as the pool: seed None
-        keeps each env's RNG going, int s gives env i the seed s + i, a
-        sequence one seed (or None) per env; options["reset_mask"] (bool,
-        (num_envs,), numpy or tensor) resets only those envs."""
+        """Reset envs, with the pool's rules.
+
+        Args:
+            seed: None keeps each env's RNG going; int s gives env i the seed
+                s + i; a sequence gives one seed (or None) per env.
+            options: {"reset_mask": bool (num_envs,), numpy or tensor} resets
+                only those envs.
+
+        Returns:
+            (obs, info): obs is this env's own tensor on `device`, updated in
+            place by later calls; info is {}.
+
+        Raises:
+            ValueError / TypeError: a bad seed or reset_mask (nothing is reset).
+            RuntimeError: the env is closed.
+        """
         self._check_open()
         mask = parse_reset_mask(options, self.num_envs, as_array=_host_array)
         if self._pool is not None:
@@ -389,11 +401,23 @@ class CudaVecEnv:
         return self.actions
 
     def step(self, actions):
-        """Step every env once; returns (obs, rewards, terminals, truncations,
-        info), the env's own tensors updated in place. actions: integers of
-        shape action_space.shape, ideally an int32 tensor on the device (other
-        integer tensors and arrays are copied in). SAME_STEP: info holds
-        "final_obs" (rows valid where info["_final_obs"])."""
+        """Step every env once (on the GPU: launched on the current stream,
+        no host sync unless check_actions).
+
+        Args:
+            actions: integers of shape action_space.shape; ideally an int32
+                tensor on `device` (used in place), else copied in.
+
+        Returns:
+            (obs, rewards, terminals, truncations, info), this env's own
+            tensors updated in place. SAME_STEP: info holds "final_obs",
+            valid in the rows where info["_final_obs"].
+
+        Raises:
+            ValueError: actions of the wrong shape or kind, or out of range
+                when check_actions.
+            RuntimeError: the env is closed, or a CUDA launch failed.
+        """
         self._check_open()
         if self._pool is not None:
             a = actions.detach().cpu().numpy() if isinstance(actions, torch.Tensor) else actions
