@@ -1,0 +1,76 @@
+"""Corridor (envs/corridor/corridor.h), the template env: its rules, the
+seed rule, identical outputs across backends, and that walking right beats
+random. A new env's test file can start from this one."""
+import numpy as np
+import pytest
+
+from shoal.envs.corridor import SPEC
+from shoal.pool import Multiprocessing, Serial
+
+import helpers
+
+LEN, MAX_STEPS = 16, 64
+
+
+def test_spec_matches_the_header():
+    assert SPEC.max_episode_steps == MAX_STEPS
+    assert SPEC.load_binding().MAX_EPISODE_STEPS == MAX_STEPS
+
+
+def test_rules():
+    pool = Serial("Corridor", 1, seed=3)
+    obs, _ = pool.reset(seed=3)
+    pos = round(float(obs[0, 0]) * (LEN - 1))
+    assert 0 <= pos < LEN // 2 and obs[0, 1] == 0
+    obs, rew, term, trunc, _ = pool.step(np.zeros(1, np.int32))   # left: a wall at 0
+    assert round(float(obs[0, 0]) * (LEN - 1)) == max(pos - 1, 0)
+    assert rew[0] == pytest.approx(-0.01) and not term[0] and not trunc[0]
+    steps = 1
+    while True:   # right until the end
+        obs, rew, term, trunc, _ = pool.step(np.ones(1, np.int32))
+        steps += 1
+        if term[0]:
+            break
+    assert rew[0] == 1.0 and obs[0, 0] == 1.0 and not trunc[0]
+    assert obs[0, 1] == pytest.approx(steps / MAX_STEPS)
+    pool.close()
+
+
+def test_time_limit_truncates():
+    pool = Serial("Corridor", 2, seed=0)
+    pool.reset(seed=0)
+    for t in range(MAX_STEPS):
+        obs, rew, term, trunc, _ = pool.step(np.zeros(2, np.int32))   # always left: never arrives
+    assert trunc.all() and not term.any()
+    pool.close()
+
+
+def test_seed_rule_and_backends_agree():
+    actions = np.random.default_rng(0).integers(0, 2, size=(200, 6)).astype(np.int32)
+    runs = []
+    for pool in (Serial("Corridor", 6), Multiprocessing("Corridor", 6, num_workers=2),
+                 Multiprocessing("Corridor", 6, num_workers=3)):
+        runs.append(helpers.rollout(pool, actions, seed=5))
+        pool.close()
+    helpers.assert_same_arrays(runs[0], runs[1])
+    helpers.assert_same_arrays(runs[0], runs[2])
+    single = Serial("Corridor", 1)   # env 3 of a pool seeded 5 is a single env seeded 8
+    one = helpers.rollout(single, actions[:, 3:4], seed=5 + 3)
+    single.close()
+    for k in range(len(one)):
+        np.testing.assert_array_equal(one[k], runs[0][k][3:4])
+
+
+def test_walking_right_beats_random():
+    def mean_return(policy):
+        pool = Serial("Corridor", 64, seed=1)
+        pool.reset(seed=1)
+        rng = np.random.default_rng(1)
+        for _ in range(4 * MAX_STEPS):
+            pool.step(policy(rng))
+        stats = pool.episode_stats()
+        pool.close()
+        return stats["mean_return"]
+    right = mean_return(lambda rng: np.ones(64, np.int32))
+    random = mean_return(lambda rng: rng.integers(0, 2, 64).astype(np.int32))
+    assert right > 0.8 > random
