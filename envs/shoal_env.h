@@ -56,4 +56,30 @@ SHOAL_FN float shoal_rng_uniform(shoal_rng* rng, float lo, float hi) {
     return lo + (hi - lo) * unit;
 }
 
+/* ---- shared read-only assets (maps, floorplans) --------------------------
+ * An env whose envs share big read-only data keeps it in one flat struct T,
+ * built once per process on the host, indexed from the env struct (never a
+ * pointer in it), and uploaded once per GPU by the CUDA backend.
+ * SHOAL_ASSETS_STORAGE(P, T) declares, under the env's prefix P:
+ *     P_assets_host, P_assets_ready   the host copy and its built flag
+ *     P_assets_ptr                    (nvcc) the GPU copy, set by shoal.cuda
+ * and SHOAL_ASSETS_OF(P) is the copy the current code runs against: the
+ * GPU's in device code, the host's everywhere else. */
+#ifdef __CUDACC__
+#define SHOAL_ASSETS_STORAGE(P, T) \
+    __device__ const T* P##_assets_ptr; \
+    static T P##_assets_host; \
+    static int P##_assets_ready = 0;
+#ifdef __CUDA_ARCH__
+#define SHOAL_ASSETS_OF(P) (P##_assets_ptr)
+#else
+#define SHOAL_ASSETS_OF(P) (&P##_assets_host)
+#endif
+#else
+#define SHOAL_ASSETS_STORAGE(P, T) \
+    static T P##_assets_host; \
+    static int P##_assets_ready = 0;
+#define SHOAL_ASSETS_OF(P) (&P##_assets_host)
+#endif
+
 #endif /* SHOAL_ENV_H */

@@ -135,18 +135,8 @@ typedef struct {
     drive_map maps[DRIVE_NUM_MAPS];
 } drive_assets;
 
-#ifdef __CUDACC__
-__device__ const drive_assets* drive_assets_ptr;  /* set by the CUDA backend once per GPU */
-#ifdef __CUDA_ARCH__
-#define DRIVE_ASSETS (drive_assets_ptr)
-#else
-#define DRIVE_ASSETS ((const drive_assets*)0)      /* host pass of nvcc: never run */
-#endif
-#else
-static drive_assets drive_assets_host;              /* built once per process */
-static int drive_assets_ready = 0;
-#define DRIVE_ASSETS (&drive_assets_host)
-#endif
+SHOAL_ASSETS_STORAGE(drive, drive_assets)  /* see shoal_env.h */
+#define DRIVE_ASSETS SHOAL_ASSETS_OF(drive)
 
 /* ---- per-env state -------------------------------------------------------- */
 typedef struct {

@@ -135,19 +135,8 @@ typedef struct {
     float ray_inv_dy[EXPLORER_HEADINGS][EXPLORER_RAYS];
 } explorer_assets;
 
-#ifdef __CUDACC__
-__device__ const explorer_assets* explorer_assets_ptr; /* set by the CUDA backend once per GPU */
-#ifdef __CUDA_ARCH__
-#define EXPLORER_ASSETS (explorer_assets_ptr)
-#else
-static explorer_assets explorer_assets_host;  /* host pass of nvcc: the host copy */
-#define EXPLORER_ASSETS (&explorer_assets_host)
-#endif
-#else
-static explorer_assets explorer_assets_host;  /* built once per process */
-static int explorer_assets_ready = 0;
-#define EXPLORER_ASSETS (&explorer_assets_host)
-#endif
+SHOAL_ASSETS_STORAGE(explorer, explorer_assets)  /* see shoal_env.h */
+#define EXPLORER_ASSETS SHOAL_ASSETS_OF(explorer)
 
 /* ---- env state ----------------------------------------------------------- */
 typedef struct {
