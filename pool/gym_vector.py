@@ -156,7 +156,21 @@ class NativeVectorEnv(VectorEnv):
 
     def reset(self, *, seed: int | list[int | None] | None = None,
               options: dict[str, Any] | None = None):
-        """Reset all envs, or those in options["reset_mask"]; returns (obs, {})."""
+        """Reset all envs, or those in options["reset_mask"], as gymnasium's VectorEnv.
+
+        Args:
+            seed: None, an int s (env i gets s + i) or one seed (or None) per env.
+            options: {"reset_mask": bool array (num_envs,)} resets only those envs.
+
+        Returns:
+            (obs, infos): obs of every row (a copy when copy=True, else the
+            shared buffer); infos in gymnasium's dict-of-arrays form (multi-agent
+            envs: infos["mask"]).
+
+        Raises:
+            ValueError: a seed list of the wrong length, a bad reset_mask.
+            ClosedEnvironmentError: after close() or a worker failure.
+        """
         self._check_open()
         # Checks in SyncVectorEnv's order: seeds, then the reset mask.
         if isinstance(seed, (list, tuple)) and len(seed) != self.num_envs:
@@ -213,7 +227,20 @@ class NativeVectorEnv(VectorEnv):
                 self._env_seeds[i] = int(s)
 
     def step(self, actions):
-        """Step every env; returns (obs, rewards, terminations, truncations, infos)."""
+        """Step every env, as gymnasium's VectorEnv in `autoreset_mode`.
+
+        Args:
+            actions: a batch of action_space, any integer dtype.
+
+        Returns:
+            (obs, rewards, terminations, truncations, infos); SAME_STEP infos
+            hold "final_obs" and "final_info" with their "_" masks.
+
+        Raises:
+            ResetNeeded: step() before the first reset().
+            ValueError: actions of the wrong shape, dtype or range.
+            ClosedEnvironmentError: after close() or a worker failure.
+        """
         self._check_open()
         if not self._reset_done:
             # What Sync and Async raise (their sub-envs are wrapped in OrderEnforcing),

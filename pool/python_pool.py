@@ -585,9 +585,22 @@ class AsyncVectorEnv(VectorEnv):
         return self.get_attr("np_random")
 
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
-        """Reset all envs (or those in options["reset_mask"]); (observations, infos).
+        """Reset all envs (or those in options["reset_mask"]), as gymnasium's AsyncVectorEnv.
 
-        seed: None, an int s (env i gets s + i) or one seed (or None) per env.
+        Args:
+            seed: None, an int s (env i gets s + i) or one seed (or None) per env.
+            options: passed to every env's reset; "reset_mask" (bool,
+                (num_envs,)) resets only those envs.
+
+        Returns:
+            (observations, infos) in gymnasium's batched structure.
+
+        Raises:
+            gymnasium.error.Error / ValueError / TypeError: bad seeds, as
+                gymnasium raises them (checked before anything is sent: the
+                pool stays open).
+            Any env exception, re-raised with the worker's traceback (the
+            pool is then closed); WorkerError if a worker died.
         """
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
