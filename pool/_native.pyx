@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The hot path between the pool and its worker processes (see shoal_sync.h)."""
 
-from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 import numpy as np
 
@@ -116,28 +116,37 @@ def worker_status(size_t ctrl_address, int worker):
     return (<ctrl_words*>(ctrl_address + <size_t>worker * sizeof(ctrl_words))).status
 
 
-ctypedef fused action_int:
+ctypedef fused any_int:
+    int8_t
+    int16_t
     int32_t
     int64_t
+    uint8_t
+    uint16_t
+    uint32_t
+    uint64_t
 
 
-def first_invalid_action(const action_int[:, ::1] actions, const int32_t[::1] nvec):
-    """Index of the first row holding an action outside [0, nvec[j]), else -1.
-
-    `actions` is (rows, len(nvec)), int32 or int64 (checked before any cast,
-    so huge values cannot wrap into range). One pass, no temporaries: cheap
-    enough to run on every step.
-    """
+def copy_actions(const any_int[:, ::1] actions, int32_t[:, ::1] out, const int32_t[::1] nvec):
+    """Copy (rows, len(nvec)) integer actions of any width into the pool's
+    int32 action rows `out`, checking each against [0, nvec[j]) in the same
+    pass (before the cast, so huge values cannot wrap into range). Returns
+    the index of the first bad row (rows before it are written, the rest
+    not: the caller steps nothing then), else -1. One pass, no temporary:
+    the gymnasium path's int64 actions cost what int32 ones do."""
     cdef Py_ssize_t rows = actions.shape[0], cols = actions.shape[1], i, j
     cdef Py_ssize_t bad = -1
-    if cols != nvec.shape[0]:
-        raise ValueError(f"actions have {cols} columns, expected {nvec.shape[0]}")
+    cdef int64_t value
+    if cols != nvec.shape[0] or out.shape[0] != rows or out.shape[1] != cols:
+        raise ValueError(f"actions are {rows} x {cols}, expected {out.shape[0]} x {nvec.shape[0]}")
     with nogil:
         for i in range(rows):
             for j in range(cols):
-                if actions[i, j] < 0 or actions[i, j] >= nvec[j]:
+                value = <int64_t>actions[i, j]   # uint64 above 2**63 turns negative: rejected
+                if value < 0 or value >= nvec[j]:
                     bad = i
                     break
+                out[i, j] = <int32_t>value
             if bad >= 0:
                 break
     return bad

@@ -375,14 +375,15 @@ class NativePool:
                              f"({rows.stop - rows.start} rows x {self.single_action_space}), got {a.shape}")
         if a.dtype.kind not in "iu":
             raise ValueError(f"actions must be integers (discrete), got dtype {a.dtype}")
-        flat = a.reshape(len(a), -1)
-        if flat.dtype not in (np.int32, np.int64):
-            flat = flat.astype(np.int64)  # uint64 above 2**63 wraps negative: still rejected
-        bad = _native.first_invalid_action(np.ascontiguousarray(flat), self._nvec)
+        # Checked and copied in one pass, whatever the integer width: the
+        # int64 actions of gymnasium, torch and numpy cost what int32 ones do.
+        # A bad row stops the copy; nothing is stepped, and the next call
+        # rewrites every row.
+        bad = _native.copy_actions(np.ascontiguousarray(a.reshape(len(a), -1)),
+                                   target.reshape(len(target), -1), self._nvec)
         if bad >= 0:
             raise ValueError(f"action {a[bad].tolist()} at row {rows.start + bad} is out of range: "
                              f"expected components in [0, {self._nvec.tolist()})")
-        np.copyto(target, a, casting="unsafe")
 
     def step(self, actions):
         """Step every env once.
