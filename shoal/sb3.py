@@ -1,0 +1,129 @@
+"""Stable-Baselines3 on shoal's native pool: a `VecEnv`.
+
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import VecMonitor
+    from shoal.sb3 import ShoalVecEnv
+
+    env = VecMonitor(ShoalVecEnv("CartPole", num_envs=64))   # VecMonitor: episode stats in SB3's logs
+    model = PPO("MlpPolicy", env, seed=0)
+    env.seed(0)
+    model.learn(100_000)
+
+It behaves as SB3's `DummyVecEnv` over single shoal envs does, step for step
+(tested): the step that ends an episode returns the next episode's first
+obs, with the last obs in `infos[i]["terminal_observation"]` and
+`infos[i]["TimeLimit.truncated"]` set as SB3 expects; `seed(s)` seeds env i
+with s + i at the next reset. The envs step in shoal's worker processes
+(any `shoal.make` argument: `num_workers`, `backend`, ...), straight into
+shared memory.
+
+Multi-agent envs: each agent row is one SB3 env. SB3 has no notion of
+absent agents, so rows whose mask is false (Drive's finished cars,
+Explorer's inactive agents) are trained on as zero obs with zero reward;
+shoal's own trainer (`shoal train`) honours the masks instead.
+
+Needs `stable-baselines3` (`pip install "shoal[sb3]"`); importing shoal never
+imports it.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import gymnasium
+import numpy as np
+
+try:
+    from stable_baselines3.common.vec_env.base_vec_env import VecEnv
+except ImportError as e:  # pragma: no cover - the message is the point
+    raise ImportError('shoal.sb3 needs Stable-Baselines3: pip install "shoal[sb3]" '
+                      '(or pip install stable-baselines3)') from e
+
+import shoal
+from shoal.registration import gym_id
+
+
+class ShoalVecEnv(VecEnv):
+    """A first-party shoal env pool as an SB3 `VecEnv` (one SB3 env per agent row).
+
+    Args:
+        env: env name ("CartPole") or EnvSpec.
+        num_envs: shoal envs; SB3 sees num_envs * agents envs.
+        seed: seeds env i with seed + i now (as `shoal.make`); SB3's own
+            `seed()` then applies at the next `reset()`.
+        **pool_kwargs: passed to `shoal.make` (num_workers, backend, timeout...).
+            The autoreset mode is SAME_STEP, the one SB3 expects.
+    """
+
+    def __init__(self, env, num_envs: int, *, seed: int | None = None, **pool_kwargs):
+        if "autoreset_mode" in pool_kwargs or "batch_size" in pool_kwargs:
+            raise ValueError("ShoalVecEnv sets autoreset_mode (same_step) and steps every env at "
+                             "once (no batch_size): SB3's VecEnv protocol needs both")
+        self.pool = shoal.make(env, num_envs, autoreset_mode="same_step", seed=seed, **pool_kwargs)
+        self.env_spec = self.pool.spec                       # shoal's EnvSpec
+        self.spec = gymnasium.spec(gym_id(self.env_spec.name))  # gymnasium's, as SB3's wrappers expect
+        self._actions = None
+        super().__init__(self.pool.num_rows, self.pool.single_observation_space,
+                         self.pool.single_action_space)
+
+    # ---- the VecEnv protocol --------------------------------------------------
+    def reset(self):
+        """Reset every env (seeds from `seed()` apply once) and return the obs (a copy)."""
+        seeds = self._seeds
+        if any(s is not None for s in seeds):
+            # SB3 seeds per row; shoal per env: env i takes its first row's
+            # seed (single-agent: exactly SB3's seed + i; None: RNG goes on).
+            seed = [seeds[i * self.env_spec.agents] for i in range(self.pool.num_envs)]
+        else:
+            seed = None
+        obs, _ = self.pool.reset(seed=seed)
+        self._reset_seeds()
+        self._reset_options()
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        return obs.copy()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = actions
+
+    def step_wait(self):
+        """Step every env with the actions of step_async: (obs, rewards, dones, infos)."""
+        if self._actions is None:
+            raise RuntimeError("step_wait() without step_async()")
+        actions, self._actions = self._actions, None
+        obs, rewards, terminals, truncations, info = self.pool.step(np.asarray(actions))
+        dones = terminals | truncations
+        time_limit = truncations & ~terminals
+        infos: list[dict[str, Any]] = [{"TimeLimit.truncated": bool(t)} for t in time_limit]
+        final_obs = info["final_obs"]
+        for i in np.flatnonzero(dones):
+            infos[i]["terminal_observation"] = final_obs[i].copy()
+        return obs.copy(), rewards.astype(np.float32), dones.copy(), infos
+
+    def close(self) -> None:
+        self.pool.close()
+
+    # ---- attributes and methods of the sub-envs ----------------------------------
+    # The envs are C structs in shared memory, not Python objects: there is
+    # nothing to get, set or call on them but the render mode SB3 asks for.
+    def get_attr(self, attr_name: str, indices=None) -> list[Any]:
+        n = len(self._get_indices(indices))
+        if attr_name == "render_mode":
+            return [None] * n
+        if attr_name == "spec":
+            return [self.spec] * n
+        raise AttributeError(f"shoal envs are C structs, not Python objects: no attribute "
+                             f"{attr_name!r} to get (ShoalVecEnv.env_spec and .pool hold what there is)")
+
+    def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
+        raise AttributeError(f"shoal envs are C structs, not Python objects: cannot set {attr_name!r}")
+
+    def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list[Any]:
+        raise AttributeError(f"shoal envs are C structs, not Python objects: no method {method_name!r}")
+
+    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
+        return [False] * len(self._get_indices(indices))
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        return [None] * self.num_envs
+
+    def __repr__(self) -> str:
+        return f"ShoalVecEnv({self.env_spec.name}, {self.pool.num_envs} envs, {self.num_envs} rows)"

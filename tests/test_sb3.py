@@ -1,0 +1,74 @@
+"""shoal.sb3.ShoalVecEnv: Stable-Baselines3's VecEnv over the native pool.
+
+It must behave as SB3's DummyVecEnv over single shoal envs, step for step
+(obs, rewards, dones, terminal_observation, TimeLimit.truncated, seeding),
+and SB3's PPO must train on it."""
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+import gymnasium  # noqa: E402
+from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor  # noqa: E402
+
+import shoal  # noqa: E402,F401  (registers shoal/<Env>-v0)
+from shoal.sb3 import ShoalVecEnv  # noqa: E402
+
+
+@pytest.mark.parametrize("name, num_envs", [("CartPole", 6), ("Corridor", 5)])
+def test_equals_dummy_vec_env_step_by_step(name, num_envs):
+    ours = ShoalVecEnv(name, num_envs, num_workers=2)
+    ref = DummyVecEnv([lambda: gymnasium.make(f"shoal/{name}-v0")] * num_envs)
+    assert ours.observation_space == ref.observation_space and ours.action_space == ref.action_space
+    assert ours.seed(11) == ref.seed(11)
+    np.testing.assert_array_equal(ours.reset(), ref.reset())
+    rng = np.random.default_rng(0)
+    ended = truncated = 0
+    for t in range(700):   # past CartPole's 500-step limit: truncations too
+        actions = rng.integers(0, 2, num_envs)
+        o1, r1, d1, i1 = ours.step(actions)
+        o2, r2, d2, i2 = ref.step(actions)
+        np.testing.assert_array_equal(o1, o2, err_msg=f"step {t}")
+        np.testing.assert_array_equal(r1, r2)
+        assert r1.dtype == r2.dtype == np.float32
+        np.testing.assert_array_equal(d1, d2)
+        for a, b in zip(i1, i2):
+            assert a["TimeLimit.truncated"] == b["TimeLimit.truncated"]
+            assert ("terminal_observation" in a) == ("terminal_observation" in b)
+            if "terminal_observation" in b:
+                np.testing.assert_array_equal(a["terminal_observation"], b["terminal_observation"])
+                ended += 1
+                truncated += b["TimeLimit.truncated"]
+    assert ended > 0
+    ours.close()
+    ref.close()
+
+
+def test_returned_arrays_are_the_callers():
+    env = ShoalVecEnv("CartPole", 4, seed=0, backend="serial")
+    obs = env.reset()
+    kept = obs.copy()
+    env.step(np.ones(4, np.int64))
+    np.testing.assert_array_equal(obs, kept)   # not a view the next step overwrites
+    env.close()
+
+
+def test_sb3_ppo_trains_on_it():
+    from stable_baselines3 import PPO
+    env = VecMonitor(ShoalVecEnv("CartPole", 8, backend="serial"))
+    model = PPO("MlpPolicy", env, n_steps=64, batch_size=128, n_epochs=2, seed=0, device="cpu")
+    env.seed(0)
+    model.learn(2048)
+    assert model.num_timesteps >= 2048
+    assert len(model.ep_info_buffer) > 0   # VecMonitor saw episodes end
+    env.close()
+
+
+def test_misuse_is_a_clear_error():
+    with pytest.raises(ValueError, match="same_step"):
+        ShoalVecEnv("CartPole", 2, autoreset_mode="next_step")
+    env = ShoalVecEnv("CartPole", 2, backend="serial")
+    with pytest.raises(AttributeError, match="C structs"):
+        env.get_attr("gravity")
+    assert env.get_attr("render_mode") == [None, None]
+    assert env.env_is_wrapped(gymnasium.Wrapper) == [False, False]
+    env.close()
