@@ -152,6 +152,7 @@ class _EnvBlock:
             if memory.actions is not None else None
         self.last_obs: list[Any] = [None] * len(envs)  # kept when obs travel by pipe
         self.autoreset = [False] * len(envs)           # NEXT_STEP: reset on the next step
+        self.current: int | None = None                # the env being stepped (error reports)
 
     def _store_obs(self, j: int, obs) -> None:
         if self.write_obs is not None:
@@ -168,7 +169,7 @@ class _EnvBlock:
         infos = []
         mode = self.mode
         for j, env in enumerate(self.envs):
-            i = self.start + j
+            i = self.current = self.start + j
             action = self.read_action(i) if actions is None else actions[j]
             if mode == AutoresetMode.NEXT_STEP:
                 if self.autoreset[j]:
@@ -201,6 +202,7 @@ class _EnvBlock:
         for j, env in enumerate(self.envs):
             if mask is not None and not mask[j]:
                 continue
+            self.current = self.start + j
             obs, info = env.reset(seed=seeds[j], options=options)
             self._store_obs(j, obs)
             self.autoreset[j] = False
@@ -249,15 +251,16 @@ class _EnvBlock:
                 logger.warn(f"closing an env raised:\n{traceback.format_exc()}")
 
 
-def _error_report(worker: int) -> tuple:
-    """(worker, pickled exception or None, type name, message, traceback)."""
+def _error_report(worker: int, env: int | None = None) -> tuple:
+    """(worker, pickled exception or None, type name, message, traceback,
+    the env that raised or None)."""
     error = __import__("sys").exc_info()[1]
     try:
         payload = pickle.dumps(error)
         pickle.loads(payload)  # some exceptions pickle but cannot be rebuilt
     except Exception:
         payload = None
-    return worker, payload, type(error).__name__, str(error), traceback.format_exc()
+    return worker, payload, type(error).__name__, str(error), traceback.format_exc(), env
 
 
 def _worker_main(worker: int, env_fns: CloudpickleWrapper, start: int, memory: _SharedMemory,
@@ -297,7 +300,8 @@ def _worker_main(worker: int, env_fns: CloudpickleWrapper, start: int, memory: _
             # Report done first: the parent reads the pipe only then, and a
             # large report could not be written before it reads.
             _native.report_done(control, seen, STATUS_ERROR)
-            pipe.send(_error_report(worker))
+            pipe.send(_error_report(worker, block.current))
+            block.current = None
             continue
         if quiet:
             _native.report_done(control, seen, STATUS_QUIET)
@@ -327,9 +331,11 @@ class AsyncVectorEnv(VectorEnv):
     Args (as gymnasium's, plus num_workers):
         env_fns: functions that create the envs.
         shared_memory: observations travel through shared memory (default);
-            False sends them over pipes, for spaces without a fixed layout
-            (Text, Graph, Sequence, custom). Actions use shared memory
-            whenever the action space has a fixed layout.
+            False sends them over pipes. Spaces without a fixed layout (Text,
+            Graph, Sequence, OneOf, custom, or a Dict / Tuple holding one)
+            always travel over pipes (gymnasium raises for them instead).
+            Actions use shared memory whenever the action space has a fixed
+            layout.
         copy: reset() and step() return a copy of the observations (default);
             False returns views of the shared buffers, overwritten next step.
         context: multiprocessing start method (default: "fork" on Linux).
@@ -399,7 +405,12 @@ class AsyncVectorEnv(VectorEnv):
         dummy_env.close()
         del dummy_env
 
-        if shared_memory and not is_shareable(self.single_observation_space):
+        # Observations without a fixed layout (Text, Graph, Sequence, OneOf, or
+        # a Dict / Tuple holding one) travel pickled over the pipes, as with
+        # shared_memory=False, instead of failing as gymnasium's does.
+        self._obs_by_pipe = not (shared_memory and is_shareable(self.single_observation_space))
+        if self._obs_by_pipe and shared_memory and not _dynamic_builtin(self.single_observation_space):
+            # a space of the user's own: gymnasium's error, not a silent fallback
             raise ValueError("Using `AsyncVector(..., shared_memory=True)` caused an error, you can "
                              "disable this feature with `shared_memory=False` however this is slower.") \
                 from CustomSpaceError(f"{self.single_observation_space} has no shared-memory layout")
@@ -415,9 +426,9 @@ class AsyncVectorEnv(VectorEnv):
 
         self._memory = _SharedMemory(
             self.num_envs, self.num_workers,
-            self.single_observation_space if shared_memory else None,
+            None if self._obs_by_pipe else self.single_observation_space,
             self.single_action_space if is_shareable(self.single_action_space) else None)
-        if shared_memory:
+        if not self._obs_by_pipe:
             self.observations = self._memory.observations
         else:
             self.observations = create_empty_array(self.single_observation_space, n=self.num_envs,
@@ -544,10 +555,13 @@ class AsyncVectorEnv(VectorEnv):
 
     def _raise_worker_errors(self, errors: list, while_starting: bool = False) -> None:
         self._close_now()
-        for k, _, type_name, message, trace in errors:
-            logger.error(f"Received the following error from Worker-{k} - Shutting it down")
+        for k, _, type_name, message, trace, env in errors:
+            # gymnasium runs one worker per env and names the env's index: so do we
+            logger.error(f"Received the following error from Worker-{k if env is None else env} "
+                         f"- Shutting it down")
             logger.error(trace)
-        k, payload, type_name, message, trace = errors[-1]
+        logger.error("Raising the last exception back to the main process.")   # gymnasium's three
+        k, payload, type_name, message, trace, _ = errors[-1]
         error = pickle.loads(payload) if payload is not None else RuntimeError(f"{type_name}: {message}")
         start, stop = self._blocks[k]
         where = "while starting" if while_starting else ""
@@ -570,7 +584,7 @@ class AsyncVectorEnv(VectorEnv):
             self._workers = None
         elif getattr(self, "_memory", None) is not None:
             self._memory.close()
-        if getattr(self, "shared_memory", False):   # views of the region: drop them, so close() frees it
+        if not getattr(self, "_obs_by_pipe", True):   # views of the region: drop them, so close() frees it
             self.observations = None
 
     # ---- gymnasium API --------------------------------------------------------------
@@ -770,7 +784,7 @@ class AsyncVectorEnv(VectorEnv):
         infos: dict = {}
         if not any(replies):
             return infos
-        if not self.shared_memory:
+        if self._obs_by_pipe:
             observations = [obs for reply in replies for obs in reply[0]]
             self.observations = concatenate(self.single_observation_space, observations, self.observations)
         for reply in replies:
@@ -785,6 +799,17 @@ class AsyncVectorEnv(VectorEnv):
     def __repr__(self) -> str:
         where = f"{self.spec.id}, " if self.spec is not None else ""
         return f"{type(self).__name__}({where}num_envs={self.num_envs}, num_workers={self.num_workers})"
+
+
+def _dynamic_builtin(space: Space) -> bool:
+    """Whether `space` is built from gymnasium's own spaces only (the ones
+    without a fixed layout, Text, Graph, Sequence and OneOf, included)."""
+    from gymnasium import spaces
+    if isinstance(space, (spaces.Dict, spaces.Tuple)):
+        return all(_dynamic_builtin(s) for s in space.spaces.values()) if isinstance(space, spaces.Dict) \
+            else all(_dynamic_builtin(s) for s in space.spaces)
+    return isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary,
+                              spaces.Text, spaces.Graph, spaces.Sequence, spaces.OneOf))
 
 
 def _checked_seeds(seeds) -> list:
@@ -809,7 +834,7 @@ def _copy_structure(batch):
         return batch.copy()
     if isinstance(batch, dict):
         return {key: _copy_structure(value) for key, value in batch.items()}
-    if isinstance(batch, tuple):
+    if type(batch) is tuple:   # not a namedtuple (GraphInstance): deepcopy keeps those whole
         return tuple(_copy_structure(value) for value in batch)
     from copy import deepcopy
     return deepcopy(batch)

@@ -250,9 +250,96 @@ def test_text_observations_without_shared_memory(no_leaks, mode):
     run_against_sync([TextEnv] * 4, mode, 80, pool_kwargs={"shared_memory": False})
 
 
-def test_text_observations_need_shared_memory_off(no_leaks):
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_text_observations_travel_pickled_even_with_shared_memory(shared_memory, no_leaks):
+    """gymnasium's built-in spaces without a fixed layout travel over the
+    pipes whatever shared_memory says (gymnasium raises for some instead)."""
+    run_against_sync([TextEnv] * 3, AutoresetMode.NEXT_STEP, 40,
+                     pool_kwargs={"shared_memory": shared_memory})
+
+
+class GraphEnv(gymnasium.Env):
+    """Graph observations: a namedtuple (GraphInstance) per env."""
+
+    def __init__(self):
+        self.observation_space = spaces.Graph(spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(3))
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(int(self.np_random.integers(1 << 30)))
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_graph_observations_keep_their_type(copy, no_leaks):
+    # copy=True used to rebuild each GraphInstance as a plain tuple
+    env = AsyncVectorEnv([GraphEnv] * 3, copy=copy, num_workers=2)
+    sync = SyncVectorEnv([GraphEnv] * 3, copy=copy)
+    outputs = [(env.reset(seed=0)[0], sync.reset(seed=0)[0])]
+    for _ in range(5):
+        outputs.append((env.step(np.array([0, 1, 0]))[0], sync.step(np.array([0, 1, 0]))[0]))
+    for ours, ref in outputs:
+        assert ours in env.observation_space
+        for a, b in zip(ours, ref, strict=True):
+            assert type(a) is type(b) and type(a).__name__ == "GraphInstance"
+            for x, y in zip(a, b):
+                assert (x is None and y is None) or np.array_equal(x, y)
+    env.close()
+    sync.close()
+
+
+class OwnSpace(spaces.Space):
+    """A space of the user's own: no layout, not one of gymnasium's."""
+
+    def sample(self, mask=None, probability=None):
+        return "x"
+
+    def contains(self, x):
+        return x == "x"
+
+
+class OwnSpaceEnv(gymnasium.Env):
+    def __init__(self):
+        self.observation_space, self.action_space = OwnSpace(), spaces.Discrete(2)
+
+
+def test_a_space_of_the_users_own_needs_shared_memory_off(no_leaks):
     with pytest.raises(ValueError, match="shared_memory=False"):
-        AsyncVectorEnv([TextEnv] * 2)
+        AsyncVectorEnv([OwnSpaceEnv] * 2)
+
+
+class StepRaisesEnv(gymnasium.Env):
+    observation_space, action_space = spaces.Box(-1, 1, (1,), np.float32), spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        if action > 0:
+            raise ValueError(f"Error in step with {action}")
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+
+def test_env_errors_log_what_gymnasium_logs(no_leaks):
+    """Per failing env, gymnasium's two messages naming its index, then its
+    last one; then the last exception is raised (and the pool closed)."""
+    import warnings
+    env = AsyncVectorEnv([StepRaisesEnv] * 3, num_workers=2)
+    env.reset(seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="Error in step"):
+            env.step(np.array([0, 1, 2]))
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 5, messages
+    named = sorted(m for m in messages if "Received the following error from Worker-" in m)
+    assert len(named) == 2 and "Worker-1 " in named[0] and "Worker-2 " in named[1]
+    assert "Raising the last exception back to the main process." in messages[-1]
+    assert env.closed
 
 
 def test_copy_false_equals_sync(no_leaks):
