@@ -564,8 +564,8 @@ class AsyncVectorEnv(VectorEnv):
         k, payload, type_name, message, trace, _ = errors[-1]
         error = pickle.loads(payload) if payload is not None else RuntimeError(f"{type_name}: {message}")
         start, stop = self._blocks[k]
-        where = "while starting" if while_starting else ""
-        error.add_note(f"Raised in shoal worker {k} (envs {start}..{stop - 1}) {where}; the pool is "
+        where = " while starting" if while_starting else ""
+        error.add_note(f"Raised in shoal worker {k} (envs {start}..{stop - 1}){where}; the pool is "
                        f"closed. Worker traceback:\n{trace.rstrip()}")
         raise error
 
