@@ -2,6 +2,15 @@
 import numpy as np
 
 
+def alive(pid) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def rollout(pool, actions, seed=7):
     """Everything a pool returns over a reset and len(actions) steps, copied:
     [obs, masks] then [obs, rewards, terminals, truncations, masks] per step."""

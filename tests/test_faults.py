@@ -17,6 +17,8 @@ from gymnasium.error import ClosedEnvironmentError
 
 from shoal.pool import AsyncVectorEnv, Multiprocessing, WorkerError
 
+from helpers import alive
+
 
 
 class Faulty(gymnasium.Env):
@@ -80,36 +82,6 @@ def test_env_exception_in_reset_or_construction(where, error, no_leaks):
     with pytest.raises(error, match="level file"):
         envs.reset(seed=0)
     assert envs.closed
-
-
-def test_parallel_env_pool_reraises_env_exceptions(no_leaks):
-    from shoal.pool import ParallelEnvPool
-
-    class Broken:
-        possible_agents = ["a", "b"]
-        agents = []
-
-        def observation_space(self, agent):
-            return spaces.Box(0, 1, (2,), np.float32)
-
-        def action_space(self, agent):
-            return spaces.Discrete(2)
-
-        def reset(self, seed=None, options=None):
-            self.agents = list(self.possible_agents)
-            return {a: np.zeros(2, np.float32) for a in self.agents}, {}
-
-        def step(self, actions):
-            raise RuntimeError("agent b fell off the map")
-
-        def close(self):
-            pass
-
-    pool = ParallelEnvPool([Broken] * 2, num_workers=2)
-    pool.reset(seed=0)
-    with pytest.raises(RuntimeError, match="fell off the map"):
-        pool.step(np.zeros(4, np.int64))
-    assert pool.closed
 
 
 def kill_worker_and_time_detection(step, victim_pid):
@@ -200,12 +172,6 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.parametrize("kind", ["python", "native"])

@@ -21,13 +21,9 @@ import shoal
 from shoal.pool import AsyncVectorEnv, Multiprocessing, NativeVectorEnv, Serial, WorkerError
 from shoal.pool.native import PoolClosedError, WorkerTimeoutError
 
+from helpers import alive
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+
 
 
 def descendants(pid):

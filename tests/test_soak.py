@@ -60,24 +60,17 @@ def _native(**kwargs):
     return cycle
 
 
-def _gym_native(rng):
-    env = gymnasium.make_vec("shoal/CartPole-v0", num_envs=8, vectorization_mode="vector_entry_point")
-    try:
-        env.reset(seed=int(rng.integers(1 << 30)))
-        for _ in range(20):
-            env.step(env.action_space.sample())
-    finally:
-        env.close()
-
-
-def _python_pool(rng):
-    env = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 4)
-    try:
-        env.reset(seed=int(rng.integers(1 << 30)))
-        for _ in range(20):
-            env.step(env.action_space.sample())
-    finally:
-        env.close()
+def _vector(make):
+    """A cycle over a gymnasium VectorEnv made by make()."""
+    def cycle(rng):
+        env = make()
+        try:
+            env.reset(seed=int(rng.integers(1 << 30)))
+            for _ in range(20):
+                env.step(env.action_space.sample())
+        finally:
+            env.close()
+    return cycle
 
 
 CYCLES = {
@@ -85,8 +78,9 @@ CYCLES = {
     "fork": _native(num_workers=2),
     "fork_async": _native(num_workers=2, batch_size=8),
     "spawn": _native(num_workers=2, context="spawn"),
-    "gym_native": _gym_native,
-    "python_pool": _python_pool,
+    "gym_native": _vector(lambda: gymnasium.make_vec("shoal/CartPole-v0", num_envs=8,
+                                                     vectorization_mode="vector_entry_point")),
+    "python_pool": _vector(lambda: AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 4)),
 }
 
 

@@ -86,9 +86,13 @@ def test_ctrl_c_writes_a_final_checkpoint(tmp_path, monkeypatch):
         return real(*args)
 
     monkeypatch.setattr(train, "ppo_update", interrupted)
-    summary = train.train(small("cartpole", "--train.total-timesteps", "100000"), run_dir=str(tmp_path))
+    cfg = small("cartpole", "--train.total-timesteps", "100000")
+    summary = train.train(cfg, run_dir=str(tmp_path))
     assert summary["interrupted"]
-    assert train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]["update"] == 1
+    progress = train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]
+    # the interrupted update is not counted: steps and updates agree (issue 10, item 6)
+    batch = cfg["train"]["num_steps"] * cfg["vec"]["num_envs"]
+    assert progress["update"] == 1 and progress["global_step"] == batch * progress["update"]
 
 
 def fake_rollout(T, R, obs_dim, masks, seed):

@@ -292,21 +292,6 @@ def test_second_ctrl_c_during_the_final_save(tmp_path, monkeypatch, sigint_raise
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored after the save
 
 
-def test_ctrl_c_mid_update_leaves_consistent_counters(tmp_path, monkeypatch):
-    real, calls = train.ppo_update, []
-
-    def interrupted(*args):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*args)
-
-    monkeypatch.setattr(train, "ppo_update", interrupted)
-    train.train(tiny(), run_dir=str(tmp_path))
-    progress = train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]
-    assert progress["update"] == 1 and progress["global_step"] == BATCH * progress["update"]
-
-
 def test_worker_error_saves_the_real_training_time_and_exits_non_zero(tmp_path, monkeypatch, capsys):
     real, calls = train.Rollout.collect, []
 
