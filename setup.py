@@ -14,6 +14,9 @@ from setuptools import Extension, setup
 
 # One folder per first-party env under envs/: any folder with a binding.pyx.
 ENVS = sorted(name for name in os.listdir("envs") if os.path.isfile(f"envs/{name}/binding.pyx"))
+# Library-backed envs (envs/mujoco/): Python packages whose C is compiled on
+# first use against the optional library (see envs/mujoco/build.py).
+LIBRARY_ENVS = ["mujoco"]
 
 PACKAGE_DIR = {
     "shoal": "shoal",
@@ -21,7 +24,7 @@ PACKAGE_DIR = {
     "shoal.pool": "pool",
     "shoal.envs": "envs",
     "shoal.configs": "configs",
-    **{f"shoal.envs.{name}": f"envs/{name}" for name in ENVS},
+    **{f"shoal.envs.{name}": f"envs/{name}" for name in ENVS + LIBRARY_ENVS},
 }
 
 C_FLAGS = ["-O3", "-fno-strict-aliasing", "-Wno-unused-function"]
@@ -55,6 +58,7 @@ setup(
         "shoal.envs": ["*.h", "*.pxi", "*.cuh", "*.cpp"],
         "shoal.configs": ["*.ini"],
         **{f"shoal.envs.{name}": ["*.h", "*.pyx", "*.pxi", "*.cu"] for name in ENVS},
+        **{f"shoal.envs.{name}": ["*.h", "*.c"] for name in LIBRARY_ENVS},
         "shoal.pool": ["*.h", "*.pyx"],
     },
     ext_modules=cythonize(

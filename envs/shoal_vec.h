@@ -57,6 +57,15 @@ typedef char shoal_episode_is_40_bytes[sizeof(shoal_episode) == 40 ? 1 : -1];
 
 #define SHOAL_V(name) SHOAL_CAT(SHOAL_VEC_ENV, name)
 #define SHOAL_ENV_T SHOAL_V(env)
+/* Elements per obs / action row of an env. A header env's are compile-time
+ * constants (P_obs_size, P_act_size); an env kind whose sizes are set at
+ * construction (library-backed envs: envs/mujoco/) defines these two macros
+ * before including this file, reading them off the env (every env of a block
+ * has the same sizes). */
+#ifndef SHOAL_VEC_OBS_SIZE
+#define SHOAL_VEC_OBS_SIZE(env) SHOAL_V(obs_size)
+#define SHOAL_VEC_ACT_SIZE(env) SHOAL_V(act_size)
+#endif
 #define SHOAL_OBS_T SHOAL_V(obs_t)
 #define SHOAL_ACT_T SHOAL_V(act_t)
 
@@ -108,7 +117,7 @@ SHOAL_FN void SHOAL_V(slot_step)(SHOAL_ENV_T* env, shoal_episode* ep,
     ep->episode_length = 0;
     if (mode == SHOAL_SAME_STEP) {
         if (final_obs) {
-            const int n = SHOAL_V(agents) * SHOAL_V(obs_size);
+            const int n = SHOAL_V(agents) * SHOAL_VEC_OBS_SIZE(env);
             for (int k = 0; k < n; k++) final_obs[k] = obs[k];
         }
         SHOAL_V(reset)(env, obs, mask);
@@ -124,7 +133,8 @@ static void SHOAL_V(vec_reset)(SHOAL_ENV_T* envs, shoal_episode* eps, int64_t n,
                                const uint8_t* requests, const uint64_t* seeds,
                                SHOAL_OBS_T* obs, float* rew, uint8_t* term,
                                uint8_t* trunc, uint8_t* mask) {
-    const int64_t A = SHOAL_V(agents), O = SHOAL_V(obs_size);
+    if (n <= 0) return;
+    const int64_t A = SHOAL_V(agents), O = SHOAL_VEC_OBS_SIZE(envs);
     for (int64_t i = 0; i < n; i++) {
         if (requests[i] == SHOAL_KEEP) continue;
         if (requests[i] == SHOAL_RESEED) SHOAL_V(seed)(&envs[i], seeds[i]);
@@ -137,7 +147,8 @@ static void SHOAL_V(vec_step)(SHOAL_ENV_T* envs, shoal_episode* eps, int64_t n,
                               const SHOAL_ACT_T* act, SHOAL_OBS_T* obs,
                               float* rew, uint8_t* term, uint8_t* trunc,
                               uint8_t* mask, SHOAL_OBS_T* final_obs, int mode) {
-    const int64_t A = SHOAL_V(agents), O = SHOAL_V(obs_size), C = SHOAL_V(act_size);
+    if (n <= 0) return;
+    const int64_t A = SHOAL_V(agents), O = SHOAL_VEC_OBS_SIZE(envs), C = SHOAL_VEC_ACT_SIZE(envs);
     for (int64_t i = 0; i < n; i++) {
         SHOAL_V(slot_step)(&envs[i], &eps[i], act + i * A * C, obs + i * A * O,
                            rew + i * A, term + i * A, trunc + i * A, mask + i * A,
@@ -146,6 +157,8 @@ static void SHOAL_V(vec_step)(SHOAL_ENV_T* envs, shoal_episode* eps, int64_t n,
 }
 #endif
 
+#undef SHOAL_VEC_OBS_SIZE
+#undef SHOAL_VEC_ACT_SIZE
 #undef SHOAL_ENV_T
 #undef SHOAL_OBS_T
 #undef SHOAL_ACT_T

@@ -150,3 +150,33 @@ def copy_actions(const any_int[:, ::1] actions, int32_t[:, ::1] out, const int32
             if bad >= 0:
                 break
     return bad
+
+
+ctypedef fused any_float:
+    float
+    double
+
+
+def copy_float_actions(const any_float[:, ::1] actions, float[:, ::1] out):
+    """Copy (rows, cols) float32/float64 Box actions into the pool's float32
+    action rows `out`, checking in the same pass that each is finite (NaN and
+    infinities are refused: an env would turn them into garbage state).
+    Returns the index of the first bad row (rows before it are written),
+    else -1. Bounds are not checked: out-of-bounds values reach the env,
+    which documents what it does with them (MuJoCo: clamped to ctrlrange)."""
+    cdef Py_ssize_t rows = actions.shape[0], cols = actions.shape[1], i, j
+    cdef Py_ssize_t bad = -1
+    cdef float value
+    if out.shape[0] != rows or out.shape[1] != cols:
+        raise ValueError(f"actions are {rows} x {cols}, expected {out.shape[0]} x {out.shape[1]}")
+    with nogil:
+        for i in range(rows):
+            for j in range(cols):
+                value = <float>actions[i, j]
+                if not (value - value == 0):   # NaN or +-inf (also a finite double beyond float32)
+                    bad = i
+                    break
+                out[i, j] = value
+            if bad >= 0:
+                break
+    return bad

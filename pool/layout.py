@@ -142,7 +142,8 @@ class Buffers:
         if np.dtype(spec.obs_dtype) != binding.OBS_DTYPE:
             raise ValueError(f"{spec.name}: SPEC.obs_dtype is {np.dtype(spec.obs_dtype)} but the C header's "
                              f"obs_t is {binding.OBS_DTYPE}; they must agree")
-        act_shape = (rows,) if len(spec.action_nvec) == 1 and spec.discrete_action else (rows, len(spec.action_nvec))
+        one_discrete = not spec.continuous_action and spec.discrete_action and len(spec.action_nvec) == 1
+        act_shape = (rows,) if one_discrete else (rows, spec.action_size)
         fields = [
             Field("env_states", np.dtype(np.uint8), (num_envs * binding.ENV_BYTES,)),
             Field("episodes", EPISODE_DTYPE, (num_envs,)),

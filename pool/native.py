@@ -28,7 +28,6 @@ would drive the parent's workers). Pools cannot be pickled.
 from __future__ import annotations
 
 import functools
-import importlib
 import multiprocessing as mp
 import os
 import threading
@@ -373,6 +372,18 @@ class NativePool:
         if a.shape != target.shape:
             raise ValueError(f"actions must have shape {target.shape} "
                              f"({rows.stop - rows.start} rows x {self.single_action_space}), got {a.shape}")
+        if self.spec.continuous_action:
+            if a.dtype.kind not in "fiu":
+                raise ValueError(f"actions must be real numbers (Box), got dtype {a.dtype}")
+            if a.dtype not in (np.float32, np.float64):
+                a = a.astype(np.float64)
+            # Copied with a finiteness check in one pass; bounds are the env's
+            # business (MuJoCo clamps ctrl to its ctrlrange, as in gymnasium).
+            bad = _native.copy_float_actions(np.ascontiguousarray(a), target)
+            if bad >= 0:
+                raise ValueError(f"action {a[bad].tolist()} at row {rows.start + bad} is not finite: "
+                                 f"Box actions must be finite float32 values (NaN and inf are refused)")
+            return
         if a.dtype.kind not in "iu":
             raise ValueError(f"actions must be integers (discrete), got dtype {a.dtype}")
         # Checked and copied in one pass, whatever the integer width: the
@@ -582,8 +593,7 @@ def _worker_main(buffers: Buffers, worker: int, start: int, stop: int, mode: int
     It exits when the pool's process does (watch: see shoal.pool.workers)."""
     start_worker(watch, buffers.region)
     try:
-        binding = importlib.import_module(buffers.spec.binding)
-        block = binding.Block(buffers, start, stop, mode, keep_final)
+        block = buffers.spec.load_binding().Block(buffers, start, stop, mode, keep_final)
     except BaseException:
         ready.send(traceback.format_exc())
         return

@@ -1,0 +1,223 @@
+"""gymnasium's MuJoCo v5 envs, native: C over MuJoCo's C API (one header per
+env in this folder, built into one library by build.py on first use).
+
+These are library-backed envs (kind "worker", docs/design.md): each worker
+loads the model once and keeps one mjData per env; the pool, the seed rule,
+autoreset, episode statistics and the gymnasium ids work as for header envs.
+Semantics are gymnasium v5's (tests/test_mujoco.py checks them step by step
+against gymnasium), with the same keyword arguments and defaults:
+
+    shoal.make("HalfCheetah", 16, ctrl_cost_weight=0.2)
+    gymnasium.make_vec("shoal/HalfCheetah-v5", num_envs=16, vectorization_mode="vector_entry_point")
+
+The specs below are importable without mujoco; stepping an env needs it
+(`pip install "shoal[mujoco]"`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from shoal.envs import EnvSpec
+
+INF = math.inf
+GENERIC_KWARGS = ("xml_file", "frame_skip", "max_episode_steps")
+
+
+@dataclass(frozen=True)
+class Model:
+    """What shoal needs to know about one gymnasium MuJoCo env beyond its spec."""
+    xml_file: str              # in gymnasium's assets folder
+    frame_skip: int
+    params: tuple              # ((name, default), ...): the C header's cfg order; a
+                               # tuple default (a range) takes one cfg slot per element
+    info_keys: tuple           # names of the C env's info slots, in order
+    # The obs size for a parameter dict (mirrors the header's obs_size()):
+    # lets a spec be configured without loading the model.
+    obs_size: object
+
+
+MODELS = {
+    "HalfCheetah": Model(
+        "half_cheetah.xml", 5,
+        (("forward_reward_weight", 1.0), ("ctrl_cost_weight", 0.1), ("reset_noise_scale", 0.1),
+         ("exclude_current_positions_from_observation", True)),
+        ("reward_forward", "reward_ctrl", "x_position", "x_velocity"),
+        lambda p: 18 - bool(p["exclude_current_positions_from_observation"])),
+    "Hopper": Model(
+        "hopper.xml", 4,
+        (("forward_reward_weight", 1.0), ("ctrl_cost_weight", 1e-3), ("healthy_reward", 1.0),
+         ("terminate_when_unhealthy", True), ("healthy_state_range", (-100.0, 100.0)),
+         ("healthy_z_range", (0.7, INF)), ("healthy_angle_range", (-0.2, 0.2)),
+         ("reset_noise_scale", 5e-3), ("exclude_current_positions_from_observation", True)),
+        ("reward_forward", "reward_ctrl", "reward_survive", "x_position", "z_distance_from_origin",
+         "x_velocity"),
+        lambda p: 12 - bool(p["exclude_current_positions_from_observation"])),
+    "Walker2d": Model(
+        "walker2d_v5.xml", 4,
+        (("forward_reward_weight", 1.0), ("ctrl_cost_weight", 1e-3), ("healthy_reward", 1.0),
+         ("terminate_when_unhealthy", True), ("healthy_z_range", (0.8, 2.0)),
+         ("healthy_angle_range", (-1.0, 1.0)), ("reset_noise_scale", 5e-3),
+         ("exclude_current_positions_from_observation", True)),
+        ("reward_forward", "reward_ctrl", "reward_survive", "x_position", "z_distance_from_origin",
+         "x_velocity"),
+        lambda p: 18 - bool(p["exclude_current_positions_from_observation"])),
+    "Ant": Model(
+        "ant.xml", 5,
+        (("forward_reward_weight", 1.0), ("ctrl_cost_weight", 0.5), ("contact_cost_weight", 5e-4),
+         ("healthy_reward", 1.0), ("main_body", 1), ("terminate_when_unhealthy", True),
+         ("healthy_z_range", (0.2, 1.0)), ("contact_force_range", (-1.0, 1.0)),
+         ("reset_noise_scale", 0.1), ("exclude_current_positions_from_observation", True),
+         ("include_cfrc_ext_in_observation", True)),
+        ("reward_forward", "reward_ctrl", "reward_contact", "reward_survive", "x_position",
+         "y_position", "distance_from_origin", "x_velocity"),
+        lambda p: 29 - 2 * bool(p["exclude_current_positions_from_observation"])
+        + 13 * 6 * bool(p["include_cfrc_ext_in_observation"])),
+    "Humanoid": Model(
+        "humanoid.xml", 5,
+        (("forward_reward_weight", 1.25), ("ctrl_cost_weight", 0.1), ("contact_cost_weight", 5e-7),
+         ("contact_cost_range", (-INF, 10.0)), ("healthy_reward", 5.0),
+         ("terminate_when_unhealthy", True), ("healthy_z_range", (1.0, 2.0)),
+         ("reset_noise_scale", 1e-2), ("exclude_current_positions_from_observation", True),
+         ("include_cinert_in_observation", True), ("include_cvel_in_observation", True),
+         ("include_qfrc_actuator_in_observation", True), ("include_cfrc_ext_in_observation", True)),
+        ("reward_survive", "reward_forward", "reward_ctrl", "reward_contact", "x_position",
+         "y_position", "tendon_length", "tendon_velocity"),
+        lambda p: _humanoid_obs(p)),
+    "Swimmer": Model(
+        "swimmer.xml", 4,
+        (("forward_reward_weight", 1.0), ("ctrl_cost_weight", 1e-4), ("reset_noise_scale", 0.1),
+         ("exclude_current_positions_from_observation", True)),
+        ("reward_forward", "reward_ctrl", "x_position", "y_position", "distance_from_origin",
+         "x_velocity", "y_velocity"),
+        lambda p: 10 - 2 * bool(p["exclude_current_positions_from_observation"])),
+    "Reacher": Model(
+        "reacher.xml", 2,
+        (("reward_dist_weight", 1.0), ("reward_control_weight", 1.0)),
+        ("reward_dist", "reward_ctrl"),
+        lambda p: 10),
+    "InvertedPendulum": Model(
+        "inverted_pendulum.xml", 2,
+        (("reset_noise_scale", 0.01),),
+        (),
+        lambda p: 4),
+    "InvertedDoublePendulum": Model(
+        "inverted_double_pendulum.xml", 5,
+        (("healthy_reward", 10.0), ("reset_noise_scale", 0.1)),
+        ("reward_survive", "distance_penalty", "velocity_penalty"),
+        lambda p: 9),
+    "Pusher": Model(
+        "pusher_v5.xml", 5,
+        (("reward_near_weight", 0.5), ("reward_dist_weight", 1.0), ("reward_control_weight", 0.1)),
+        ("reward_dist", "reward_ctrl", "reward_near"),
+        lambda p: 23),
+    "HumanoidStandup": Model(
+        "humanoidstandup.xml", 5,
+        (("uph_cost_weight", 1.0), ("ctrl_cost_weight", 0.1), ("impact_cost_weight", 5e-7),
+         ("impact_cost_range", (-INF, 10.0)), ("reset_noise_scale", 1e-2),
+         ("exclude_current_positions_from_observation", True),
+         ("include_cinert_in_observation", True), ("include_cvel_in_observation", True),
+         ("include_qfrc_actuator_in_observation", True), ("include_cfrc_ext_in_observation", True)),
+        ("reward_linup", "reward_quadctrl", "reward_impact", "x_position", "y_position",
+         "z_distance_from_origin", "tendon_length", "tendon_velocity"),
+        lambda p: _humanoid_obs(p)),
+}
+
+
+def _humanoid_obs(p) -> int:
+    # nq 24, nv 23, 14 bodies less the world body: cinert 13x10, cvel 13x6,
+    # qfrc_actuator nv - 6, cfrc_ext 13x6 (gymnasium v5 drops the world body).
+    return (24 - 2 * bool(p["exclude_current_positions_from_observation"]) + 23
+            + 130 * bool(p["include_cinert_in_observation"])
+            + 78 * bool(p["include_cvel_in_observation"])
+            + 17 * bool(p["include_qfrc_actuator_in_observation"])
+            + 78 * bool(p["include_cfrc_ext_in_observation"]))
+
+
+_ACTION_BOUND = {"Humanoid": 0.4, "HumanoidStandup": 0.4, "InvertedPendulum": 3.0, "Pusher": 2.0}
+_ACTIONS = {"HalfCheetah": 6, "Hopper": 3, "Walker2d": 6, "Ant": 8, "Humanoid": 17, "Swimmer": 2,
+            "Reacher": 2, "InvertedPendulum": 1, "InvertedDoublePendulum": 1, "Pusher": 7,
+            "HumanoidStandup": 17}
+_EPISODE_STEPS = {"Reacher": 50, "Pusher": 100}
+_REWARD_THRESHOLD = {"HalfCheetah": 4800.0, "Hopper": 3800.0, "Swimmer": 360.0, "Ant": 6000.0,
+                     "Reacher": -3.75, "InvertedPendulum": 950.0, "InvertedDoublePendulum": 9100.0,
+                     "Pusher": 0.0}
+
+
+def default_kwargs(name: str) -> dict:
+    """gymnasium v5's keyword arguments of env `name` and their defaults."""
+    model = MODELS[name]
+    return {"xml_file": model.xml_file, "frame_skip": model.frame_skip,
+            "max_episode_steps": _EPISODE_STEPS.get(name, 1000), **dict(model.params)}
+
+
+def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
+    """`spec` with some of gymnasium's keyword arguments changed (the
+    configurator of every MuJoCo spec: EnvSpec.configure)."""
+    allowed = default_kwargs(spec.name)
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        raise TypeError(f"{spec.name} got unknown keyword arguments {unknown}; it takes "
+                        f"{', '.join(allowed)}")
+    merged = {**spec.env_kwargs, **kwargs}
+    for key, default in allowed.items():
+        value = merged[key]
+        if isinstance(default, tuple):
+            if not (isinstance(value, (tuple, list)) and len(value) == len(default)):
+                raise ValueError(f"{spec.name}: {key} must be a pair (low, high), got {value!r}")
+            merged[key] = tuple(float(v) for v in value)
+        elif key == "xml_file":
+            if not isinstance(value, str):
+                raise ValueError(f"{spec.name}: xml_file must be a path, got {value!r}")
+        elif key in ("frame_skip", "max_episode_steps", "main_body"):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (
+                    0 if key == "main_body" else 1):
+                raise ValueError(f"{spec.name}: {key} must be a positive int, got {value!r}")
+            merged[key] = int(value)
+        elif isinstance(default, bool):
+            merged[key] = bool(value)
+        else:
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+                raise ValueError(f"{spec.name}: {key} must be a number, got {value!r}")
+            merged[key] = float(value)
+    return dataclasses.replace(spec, env_kwargs=merged,
+                               obs_shape=(MODELS[spec.name].obs_size(merged),),
+                               max_episode_steps=merged["max_episode_steps"])
+
+
+def cfg_values(spec: EnvSpec) -> list[float]:
+    """The spec's parameters as the C header's cfg array (tuples flattened)."""
+    values = []
+    for key, _ in MODELS[spec.name].params:
+        value = spec.env_kwargs[key]
+        values.extend(float(v) for v in value) if isinstance(value, tuple) else values.append(float(value))
+    return values
+
+
+def _spec(name: str) -> EnvSpec:
+    bound = _ACTION_BOUND.get(name, 1.0)
+    kwargs = default_kwargs(name)
+    return EnvSpec(
+        name=name,
+        binding="shoal.envs.mujoco.binding",
+        agents=1,
+        obs_shape=(MODELS[name].obs_size(kwargs),),
+        obs_dtype=np.float64,
+        obs_low=-np.inf,
+        obs_high=np.inf,
+        action_low=np.full(_ACTIONS[name], -bound, dtype=np.float32),
+        action_high=np.full(_ACTIONS[name], bound, dtype=np.float32),
+        max_episode_steps=kwargs["max_episode_steps"],
+        reward_threshold=_REWARD_THRESHOLD.get(name),
+        metadata={},
+        kind="worker",
+        version=5,
+        env_kwargs=kwargs,
+        configurator=configure,
+    )
+
+
+SPECS = [_spec(name) for name in MODELS]

@@ -1,0 +1,10 @@
+/* HumanoidStandup-v5 (gymnasium), over MuJoCo's C API. NOT WRITTEN YET: a placeholder
+ * kind that blocks refuse to run. */
+#ifndef SHOAL_MUJOCO_HUMANOID_STANDUP_H
+#define SHOAL_MUJOCO_HUMANOID_STANDUP_H
+
+#include "shoal_mujoco.h"
+
+static const mujoco_kind humanoid_standup_kind = {"HumanoidStandup", 0, 0, 0, 0, 0};
+
+#endif

@@ -1,0 +1,222 @@
+/* library.c — shoal's MuJoCo envs as one shared library over libmujoco.
+ *
+ * Built on first use by shoal.envs.mujoco.build (against the headers and the
+ * libmujoco that the installed `mujoco` wheel ships) and driven through
+ * ctypes by shoal.envs.mujoco.binding. What it exports:
+ *
+ *   model loading      shoal_mj_load_model / shoal_mj_free_model / sizes
+ *   blocks             shoal_mj_block_new / _free / _run: a contiguous block
+ *                      of envs inside the pool's buffers, with the same
+ *                      shoal_block_ops table header envs give the worker loop
+ *   tests and bench    shoal_mj_block_set_state / _get_state (alignment
+ *                      tests), shoal_mj_block_run_steps (the plain C loop)
+ */
+#include <stdlib.h>
+#include <stdio.h>
+
+#include "shoal_mujoco.h"
+#include "shoal_block.h"
+
+/* Block sizes come from the model, not from compile-time constants. */
+#define SHOAL_VEC_OBS_SIZE(env) ((env)->obs_size)
+#define SHOAL_VEC_ACT_SIZE(env) ((env)->act_size)
+#define SHOAL_VEC_ENV mujoco
+#include "shoal_vec.h"
+
+#include "half_cheetah.h"
+#include "hopper.h"
+#include "walker2d.h"
+#include "ant.h"
+#include "humanoid.h"
+#include "swimmer.h"
+#include "reacher.h"
+#include "inverted_pendulum.h"
+#include "inverted_double_pendulum.h"
+#include "pusher.h"
+#include "humanoid_standup.h"
+
+/* Every env; shoal.envs.mujoco.binding finds an env's index by its name. */
+static const mujoco_kind* const KINDS[] = {
+    &half_cheetah_kind,
+    &hopper_kind,
+    &walker2d_kind,
+    &ant_kind,
+    &humanoid_kind,
+    &swimmer_kind,
+    &reacher_kind,
+    &inverted_pendulum_kind,
+    &inverted_double_pendulum_kind,
+    &pusher_kind,
+    &humanoid_standup_kind,
+};
+enum { NUM_KINDS = sizeof(KINDS) / sizeof(KINDS[0]) };
+
+/* ---- models --------------------------------------------------------------- */
+
+/* MuJoCo's default warning handler also appends to MUJOCO_LOG.TXT in the
+ * current directory; a pool should not write files in the user's folder. */
+static void warn_to_stderr(const char* message) {
+    fprintf(stderr, "MuJoCo warning: %s\n", message);
+}
+
+mjModel* shoal_mj_load_model(const char* path, char* error, int error_size) {
+    mju_user_warning = warn_to_stderr;
+    return mj_loadXML(path, NULL, error, error_size);
+}
+
+void shoal_mj_free_model(mjModel* m) { mj_deleteModel(m); }
+
+/* nq, nv, nu, na of a model, and its timestep; ctrlrange (nu x 2) into `ctrlrange`. */
+void shoal_mj_model_sizes(const mjModel* m, int* sizes, double* timestep, double* ctrlrange) {
+    sizes[0] = m->nq;
+    sizes[1] = m->nv;
+    sizes[2] = m->nu;
+    sizes[3] = m->na;
+    *timestep = m->opt.timestep;
+    for (int j = 0; j < 2 * m->nu; j++) ctrlrange[j] = m->actuator_ctrlrange[j];
+}
+
+int shoal_mj_num_kinds(void) { return NUM_KINDS; }
+const char* shoal_mj_kind_name(int kind) { return KINDS[kind]->name; }
+
+int shoal_mj_obs_size(int kind, const mjModel* m, const double* cfg) {
+    return KINDS[kind]->obs_size ? KINDS[kind]->obs_size(m, cfg) : -1;
+}
+
+int shoal_mj_state_bytes(void) { return (int)sizeof(mujoco_state); }
+int shoal_mj_episode_bytes(void) { return (int)sizeof(shoal_episode); }
+
+/* ---- blocks ---------------------------------------------------------------- */
+
+typedef struct {
+    shoal_block_ops ops;          /* what the worker loop calls */
+    mujoco_env* envs;
+    int64_t count;
+    shoal_episode* episodes;
+    const uint8_t* requests;
+    const uint64_t* seeds;
+    const float* actions;
+    double* obs;
+    double* final_obs;            /* NULL unless SAME_STEP keeps final obs */
+    float* rewards;
+    uint8_t *terminals, *truncations, *masks;
+    int mode;
+    double* cfg;                  /* the block's own copy of the parameters */
+} shoal_mj_block;
+
+static void block_run(void* ctx, int command) {
+    shoal_mj_block* b = (shoal_mj_block*)ctx;
+    if (command == SHOAL_CMD_STEP)
+        mujoco_vec_step(b->envs, b->episodes, b->count, b->actions, b->obs, b->rewards,
+                        b->terminals, b->truncations, b->masks, b->final_obs, b->mode);
+    else if (command == SHOAL_CMD_RESET)
+        mujoco_vec_reset(b->envs, b->episodes, b->count, b->requests, b->seeds, b->obs,
+                         b->rewards, b->terminals, b->truncations, b->masks);
+}
+
+void shoal_mj_block_free(shoal_mj_block* b) {
+    if (!b) return;
+    if (b->envs)
+        for (int64_t i = 0; i < b->count; i++)
+            if (b->envs[i].d) mj_deleteData(b->envs[i].d);
+    free(b->envs);
+    free(b->cfg);
+    free(b);
+}
+
+/* A block of `count` envs of `kind` over model `m`; every pointer is the
+ * block's first row (or env) in the pool's buffers. Returns NULL with a
+ * message in `error` on failure. */
+shoal_mj_block* shoal_mj_block_new(
+        int kind, const mjModel* m, const double* cfg, int num_cfg,
+        int frame_skip, int max_steps, int64_t count,
+        void* states, void* episodes, const uint8_t* requests, const uint64_t* seeds,
+        const float* actions, double* obs, double* final_obs, float* rewards,
+        uint8_t* terminals, uint8_t* truncations, uint8_t* masks, int mode,
+        char* error, int error_size) {
+    if (kind < 0 || kind >= NUM_KINDS) {
+        snprintf(error, error_size, "unknown MuJoCo env kind %d", kind);
+        return NULL;
+    }
+    if (!KINDS[kind]->step || !KINDS[kind]->observe || !KINDS[kind]->reset_model
+            || !KINDS[kind]->obs_size) {
+        snprintf(error, error_size, "%s is not implemented in shoal's MuJoCo library yet",
+                 KINDS[kind]->name);
+        return NULL;
+    }
+    if (m->nq > 64 || m->nv > 64) {
+        snprintf(error, error_size, "models with more than 64 qpos or qvel are not supported "
+                 "(this one has nq=%d, nv=%d)", m->nq, m->nv);
+        return NULL;
+    }
+    shoal_mj_block* b = (shoal_mj_block*)calloc(1, sizeof(shoal_mj_block));
+    if (!b) goto oom;
+    b->cfg = (double*)malloc(sizeof(double) * (num_cfg > 0 ? num_cfg : 1));
+    b->envs = (mujoco_env*)calloc((size_t)count, sizeof(mujoco_env));
+    if (!b->cfg || !b->envs) goto oom;
+    memcpy(b->cfg, cfg, sizeof(double) * num_cfg);
+    const int obs_size = KINDS[kind]->obs_size(m, b->cfg);
+    for (int64_t i = 0; i < count; i++) {
+        mujoco_env* env = &b->envs[i];
+        env->m = m;
+        env->d = mj_makeData(m);
+        if (!env->d) goto oom;
+        env->state = (mujoco_state*)states + i;
+        env->kind = KINDS[kind];
+        env->cfg = b->cfg;
+        env->obs_size = obs_size;
+        env->act_size = m->nu;
+        env->frame_skip = frame_skip;
+        env->max_steps = max_steps;
+        env->dt = m->opt.timestep * frame_skip;
+    }
+    b->count = count;
+    b->episodes = (shoal_episode*)episodes;
+    b->requests = requests;
+    b->seeds = seeds;
+    b->actions = actions;
+    b->obs = obs;
+    b->final_obs = final_obs;
+    b->rewards = rewards;
+    b->terminals = terminals;
+    b->truncations = truncations;
+    b->masks = masks;
+    b->mode = mode;
+    b->ops.run = block_run;
+    b->ops.ctx = b;
+    return b;
+oom:
+    snprintf(error, error_size, "out of memory making %lld MuJoCo envs", (long long)count);
+    shoal_mj_block_free(b);
+    return NULL;
+}
+
+void shoal_mj_block_run(shoal_mj_block* b, int command) { block_run(b, command); }
+
+shoal_block_ops* shoal_mj_block_ops(shoal_mj_block* b) { return &b->ops; }
+
+/* Env i of the block: set qpos / qvel (mj_forward, as gymnasium's set_state)
+ * and write its obs row. */
+void shoal_mj_block_set_state(shoal_mj_block* b, int64_t i, const double* qpos, const double* qvel) {
+    mujoco_env* env = &b->envs[i];
+    mujoco_set_state(env, qpos, qvel);
+    env->kind->observe(env, b->obs + i * env->obs_size);
+}
+
+void shoal_mj_block_get_state(shoal_mj_block* b, int64_t i, double* qpos, double* qvel) {
+    const mujoco_env* env = &b->envs[i];
+    memcpy(qpos, env->d->qpos, sizeof(double) * env->m->nq);
+    memcpy(qvel, env->d->qvel, sizeof(double) * env->m->nv);
+}
+
+/* The plain C loop, for benchmarks: `steps` steps of the whole block, step t
+ * reading its actions from row t % rows of `table` (rows x count x nu). */
+void shoal_mj_block_run_steps(shoal_mj_block* b, const float* table, int64_t rows, int64_t steps) {
+    const float* saved = b->actions;
+    const int64_t stride = b->count * b->envs[0].act_size;
+    for (int64_t t = 0; t < steps; t++) {
+        b->actions = table + (t % rows) * stride;
+        block_run(b, SHOAL_CMD_STEP);
+    }
+    b->actions = saved;
+}
