@@ -39,7 +39,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from shoal.pool.gym_compat import validate_reset_mask
 from shoal.pool import render
 from shoal.pool.contract import draw_seed
-from shoal.pool.native import Multiprocessing, NativePool, Serial, parse_autoreset_mode
+from shoal.envs import spec as lookup_spec
+from shoal.pool.native import Multiprocessing, NativePool, Serial, parse_autoreset_mode, split_env_kwargs
 
 _BACKENDS: dict[str, type[NativePool]] = {"serial": Serial, "multiprocessing": Multiprocessing}
 
@@ -56,12 +57,14 @@ class NativeVectorEnv(VectorEnv):
             "serial" (in this process).
         autoreset_mode: a gymnasium AutoresetMode or its string value.
         render_mode: None, "rgb_array" or "ansi" where the env draws itself.
-        max_episode_steps: None or the env's own limit (CartPole: 500). The
-            limit is enforced by the C env itself and cannot be changed;
-            accepted because gymnasium.make_vec passes it.
+        max_episode_steps: None or the env's own limit (CartPole: 500). A
+            header env's limit is in its C code and cannot be changed;
+            MuJoCo envs take it as an env keyword (gymnasium's TimeLimit).
+        **kwargs: the pool's (num_workers, seed, context, ...: see
+            NativePool) and, any other, the env's own (MuJoCo envs:
+            gymnasium's, e.g. ctrl_cost_weight=0.2).
         copy: default for step()/reset(): return copies of the obs (True,
             gymnasium's default) or the pool's obs buffer (False, faster).
-        **pool_kwargs: num_workers, seed, context, ... (see NativePool).
             batch_size is not accepted: a VectorEnv steps all envs at once.
     """
 
@@ -77,6 +80,11 @@ class NativeVectorEnv(VectorEnv):
             raise TypeError("NativeVectorEnv steps all envs together: batch_size is not accepted "
                             "(use the pool's send/recv for batched async stepping)")
         autoreset_mode = parse_autoreset_mode(autoreset_mode)
+        pool_kwargs, env_kwargs = split_env_kwargs(pool_kwargs)
+        spec = lookup_spec(env) if isinstance(env, str) else env
+        if max_episode_steps is not None and "max_episode_steps" in spec.env_kwargs:
+            env_kwargs["max_episode_steps"] = max_episode_steps
+        env = spec.configure(**env_kwargs)
         seed = pool_kwargs.pop("seed", None)
         if seed is None:
             # Drawn here rather than in the pool so that np_random_seed can report it.
@@ -230,7 +238,9 @@ class NativeVectorEnv(VectorEnv):
         """Step every env, as gymnasium's VectorEnv in `autoreset_mode`.
 
         Args:
-            actions: a batch of action_space, any integer dtype.
+            actions: a batch of action_space: any integer dtype for
+                discrete spaces, float32/float64 for Box (finite; MuJoCo
+                clamps out-of-bounds controls as gymnasium does).
 
         Returns:
             (obs, rewards, terminations, truncations, infos); SAME_STEP infos

@@ -57,6 +57,17 @@ from shoal.pool.layout import Buffers
 from shoal.pool.workers import WAIT_SLICE_S as _WAIT_SLICE_S
 from shoal.pool.workers import ParentWatch, WorkerError, Workers, start_method, start_worker
 
+# Keyword arguments of the pools themselves; shoal.make and the gymnasium
+# vector env pass any other keyword to the env (env_kwargs).
+POOL_ARGS = frozenset({"num_workers", "batch_size", "autoreset_mode", "seed", "timeout", "context"})
+
+
+def split_env_kwargs(kwargs: dict) -> tuple[dict, dict]:
+    """(pool keyword arguments, env keyword arguments) of a mixed dict."""
+    pool = {k: v for k, v in kwargs.items() if k in POOL_ARGS}
+    return pool, {k: v for k, v in kwargs.items() if k not in POOL_ARGS}
+
+
 # The C loop's autoreset mode codes (shoal_vec.h), shared with the CUDA backend.
 AUTORESET_CODES = {AutoresetMode.NEXT_STEP: 0, AutoresetMode.SAME_STEP: 1, AutoresetMode.DISABLED: 2}
 class WorkerTimeoutError(WorkerError, TimeoutError):
@@ -140,6 +151,8 @@ class NativePool:
             raising WorkerTimeoutError (which closes the pool); default None
             waits forever, as gymnasium does. Serial runs in the caller's
             thread and ignores it.
+        env_kwargs: the env's own keyword arguments (MuJoCo envs: gymnasium's,
+            e.g. {"ctrl_cost_weight": 0.2}); header envs take none.
 
     The pool's total buffer size is checked against available memory before
     anything is allocated (MemoryError). observation_space and action_space
@@ -151,7 +164,8 @@ class NativePool:
 
     def __init__(self, env: str | EnvSpec, num_envs: int, *, num_workers: int | None = None,
                  batch_size: int | None = None, autoreset_mode=AutoresetMode.NEXT_STEP,
-                 seed: int | None = None, timeout: float | None = None):
+                 seed: int | None = None, timeout: float | None = None,
+                 env_kwargs: dict | None = None):
         self.closed = True  # until construction succeeds
         self._pid = os.getpid()
         self._lock = threading.Lock()  # held by the call in progress (see _enter)
@@ -162,6 +176,7 @@ class NativePool:
         else:
             raise TypeError(f"env must be a first-party env name or an EnvSpec, got {env!r}; "
                             f"shoal has: {', '.join(env_names())}")
+        self.spec = self.spec.configure(**(env_kwargs or {}))
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                     or not timeout > 0):
             raise ValueError(f"timeout must be None or a positive number of seconds, got {timeout!r}")

@@ -15,6 +15,8 @@ RENDER_MODES = ["rgb_array", "ansi"]
 
 
 def supports_render(spec) -> bool:
+    if spec.kind != "header":
+        return False   # library-backed envs draw through their library (not yet)
     binding = spec.load_binding()
     return all(hasattr(binding, name) for name in ("RENDER_SHAPE", "render_rgb", "render_text"))
 

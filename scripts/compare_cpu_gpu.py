@@ -357,7 +357,7 @@ def _all_sizes(cpu_points, gpu_points) -> list[int]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for results.md and the PNGs")
-    parser.add_argument("--envs", nargs="+", default=None, help=f"default: all ({', '.join(env_names())})")
+    parser.add_argument("--envs", nargs="+", default=None, help=f"default: all header envs ({', '.join(env_names('header'))})")
     parser.add_argument("--quick", action="store_true", help="few sizes, short runs (a smoke test)")
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--repeats", type=int, default=None)
@@ -389,7 +389,7 @@ def main(argv=None) -> int:
              ""]
     if not HAS_GPU:
         lines += [f"No CUDA GPU on this machine: every GPU column is \"{NO_GPU}\".", ""]
-    for name in s.envs or env_names():
+    for name in s.envs or env_names("header"):
         lines += compare_env(name, s, s.out, log)
         (s.out / "results.md").write_text("\n".join(lines))   # each env as soon as it is done
     text = "\n".join(lines)

@@ -121,7 +121,7 @@ def ncu_child(name: str, log2: int, kernel: str) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--envs", nargs="+", default=env_names())
+    parser.add_argument("--envs", nargs="+", default=env_names("header"))
     parser.add_argument("--log2-envs", type=int, default=20, help="envs per env kind: 2^this (default 20)")
     parser.add_argument("--sweep-log2-envs", type=int, default=18, help="envs in the kernel-variant sweep")
     parser.add_argument("--ncu-child", default=None, help=argparse.SUPPRESS)

@@ -22,15 +22,20 @@ def make(env: str, num_envs: int = 1, backend: str = "multiprocessing", **kwargs
     """A pool of `num_envs` copies of first-party env `env`.
 
     backend: "serial" (in this process) or "multiprocessing" (worker
-    processes over shared memory). Other keyword arguments go to the pool:
-    num_workers, batch_size, autoreset_mode, seed (see shoal.pool.NativePool).
+    processes over shared memory). Keyword arguments go to the pool
+    (num_workers, batch_size, autoreset_mode, seed, timeout, context: see
+    shoal.pool.NativePool) or, any other, to the env: MuJoCo envs take
+    gymnasium's (shoal.make("HalfCheetah", 16, ctrl_cost_weight=0.2)).
     """
     from shoal import pool
+    from shoal.pool.native import split_env_kwargs
 
     backends = {"serial": pool.Serial, "multiprocessing": pool.Multiprocessing}
     if backend not in backends:
         raise ValueError(f"unknown backend {backend!r}; expected one of {sorted(backends)}")
-    return backends[backend](env, num_envs, **kwargs)
+    explicit = kwargs.pop("env_kwargs", None) or {}
+    pool_kwargs, env_kwargs = split_env_kwargs(kwargs)
+    return backends[backend](env, num_envs, env_kwargs={**explicit, **env_kwargs}, **pool_kwargs)
 
 
 __all__ = ["make", "env_names", "env_spec", "__version__"]

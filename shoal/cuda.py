@@ -94,11 +94,22 @@ def find_nvcc() -> str | None:
     return shutil.which("nvcc")
 
 
+def check_header_env(spec: EnvSpec) -> None:
+    """ValueError unless `spec` is a header env: only those compile to CUDA
+    kernels. Library-backed envs (MuJoCo) keep their state in CPU workers."""
+    if spec.kind != "header":
+        from shoal.envs import names
+        raise ValueError(f"{spec.name} is a library-backed env (kind {spec.kind!r}: its state lives in "
+                         f"CPU worker processes, e.g. MuJoCo's mjData) and has no CUDA kernel; use the "
+                         f"CPU pool (shoal.make). The CUDA backend runs: {', '.join(names('header'))}")
+
+
 def load_kernel(env: str | EnvSpec, verbose: bool = False):
     """The compiled CUDA kernel module of `env`, built on first use (cached by
     torch in its extension folder, TORCH_EXTENSIONS_DIR) and loaded once per
     process."""
     spec = lookup_spec(env) if isinstance(env, str) else env
+    check_header_env(spec)
     folder = env_folder(spec)
     with _lock:
         if folder in _kernels:
@@ -246,6 +257,7 @@ class CudaVecEnv:
                  threads_per_block: int | None = None):
         self.closed = True
         self.spec = lookup_spec(env) if isinstance(env, str) else env
+        check_header_env(self.spec)
         self.num_envs = validate_num_envs(num_envs)
         self.agents = self.spec.agents
         self.num_rows = self.num_envs * self.agents

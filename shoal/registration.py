@@ -1,7 +1,8 @@
 """gymnasium ids for shoal's first-party envs.
 
-`import shoal` registers, for each such env, "shoal/<Name>-v0"
-(e.g. "shoal/CartPole-v0"):
+`import shoal` registers, for each such env, "shoal/<Name>-v<version>":
+"shoal/CartPole-v0" for header envs, gymnasium's own version for the MuJoCo
+envs ("shoal/HalfCheetah-v5", ..., taking gymnasium's keyword arguments):
 
     env = gymnasium.make("shoal/CartPole-v0")              # one env: shoal.single.SingleEnv
     envs = gymnasium.make_vec("shoal/CartPole-v0", num_envs=64)
@@ -34,12 +35,13 @@ import gymnasium
 from shoal.envs import names, spec
 
 NAMESPACE = "shoal"
-VERSION = 0
 
 
 def gym_id(env_name: str) -> str:
-    """The gymnasium id of first-party env `env_name`: "shoal/CartPole-v0"."""
-    return f"{NAMESPACE}/{spec(env_name).name}-v{VERSION}"
+    """The gymnasium id of first-party env `env_name`: "shoal/CartPole-v0",
+    "shoal/HalfCheetah-v5" (MuJoCo envs carry gymnasium's version)."""
+    env_spec = spec(env_name)
+    return f"{NAMESPACE}/{env_spec.name}-v{env_spec.version}"
 
 
 def make_native_vector_env(num_envs: int = 1, env_name: str = "CartPole", **kwargs):

@@ -24,8 +24,8 @@ class SingleEnv(gymnasium.Env):
     # rejects a render_mode with a clear error).
     metadata = {"render_modes": ["rgb_array", "ansi"]}
 
-    def __init__(self, env_name: str = "CartPole", render_mode: str | None = None):
-        spec = env_spec(env_name)
+    def __init__(self, env_name: str = "CartPole", render_mode: str | None = None, **env_kwargs):
+        spec = env_spec(env_name, **env_kwargs)
         if spec.agents != 1:
             raise ValueError(f"{spec.name} has {spec.agents} agents per env; use the pool or "
                              f"the pettingzoo view for multi-agent envs")
@@ -35,7 +35,11 @@ class SingleEnv(gymnasium.Env):
         self.observation_space = spec.single_observation_space
         self.action_space = spec.single_action_space
         self.render_mode = render_mode
-        self._action = np.zeros(self._pool.action_space.shape, dtype=np.int32)
+        self._action = np.zeros(self._pool.action_space.shape, dtype=self._pool.buffers.actions.dtype)
+        # Library-backed envs report gymnasium's step info (reward terms,
+        # positions) from their shared state; header envs have none.
+        self._binding = spec.load_binding()
+        self._info_of = getattr(self._binding, "info", None)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -43,11 +47,23 @@ class SingleEnv(gymnasium.Env):
         return obs[0].copy(), {}
 
     def step(self, action):
-        if not self.action_space.contains(action):
+        if self.spec_continuous:
+            # gymnasium's MuJoCo envs take out-of-bounds actions (the physics
+            # clamps them); the pool refuses NaN / inf.
+            action = np.asarray(action, dtype=np.float32)
+            if action.shape != self.action_space.shape:
+                raise ValueError(f"action of shape {action.shape} is not in {self.action_space}")
+        elif not self.action_space.contains(action):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
         self._action[0] = action
         obs, rewards, terminals, truncations, _ = self._pool.step(self._action)
-        return obs[0].copy(), float(rewards[0]), bool(terminals[0]), bool(truncations[0]), {}
+        info = {} if self._info_of is None else {
+            key: float(values[0]) for key, values in self._info_of(self._pool.env_states).items()}
+        return obs[0].copy(), float(rewards[0]), bool(terminals[0]), bool(truncations[0]), info
+
+    @property
+    def spec_continuous(self) -> bool:
+        return self._pool.spec.continuous_action
 
     def render(self):
         """An RGB frame ("rgb_array") or a text view ("ansi"); None without a render_mode."""

@@ -245,7 +245,7 @@ def test_registration_is_idempotent_and_make_vec_modes():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ids = register_envs()
-        assert ENV_ID in ids and ids == [f"shoal/{n}-v0" for n in shoal.envs.names()]
+        assert ENV_ID in ids and ids == [f"shoal/{n}-v{shoal.envs.spec(n).version}" for n in shoal.envs.names()]
         assert register_envs() == ids
     spec = gymnasium.spec(ENV_ID)
     assert spec.reward_threshold == 475.0 and spec.max_episode_steps is None

@@ -65,7 +65,7 @@ def run(seconds: float, warmup: float, repeats: int, cores: int, envs: list[str]
     """Measure every env; returns (markdown lines, errors)."""
     import shoal.envs
 
-    names = envs or [n.lower() for n in shoal.envs.names()]
+    names = envs or [n.lower() for n in shoal.envs.names("header")]  # MuJoCo: its own section
     lines = ["## First-party envs: agent-steps/s", "",
              f"- one row per agent; random pre-sampled actions; pools reset with seed 0; "
              f"~{ROWS_PER_STEP} agent rows per step; median of {repeats} runs of {seconds} s",

@@ -1,0 +1,223 @@
+"""shoal's native MuJoCo envs: gymnasium v5's semantics step for step, the
+reset-noise distribution, keyword arguments, the seed rule across pools,
+Box actions, the gymnasium ids, and the errors around them."""
+import inspect
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+gymnasium = pytest.importorskip("gymnasium")
+pytest.importorskip("imageio", reason="gymnasium's own MuJoCo envs (the reference) need imageio")
+
+import shoal  # noqa: E402
+from mujoco_alignment import compare_with_gymnasium  # noqa: E402
+from shoal.pool.native import Multiprocessing, Serial  # noqa: E402
+
+MUJOCO = shoal.envs.names("worker")
+# Steps compared per env: several episodes each (Hopper and Walker2d fall
+# quickly under random actions; HalfCheetah only truncates, at 1000).
+STEPS = {"HalfCheetah": 2100, "Humanoid": 1200, "HumanoidStandup": 1100}
+# One non-default keyword set per env, touching its observation options.
+OTHER_KWARGS = {
+    "HalfCheetah": dict(exclude_current_positions_from_observation=False, ctrl_cost_weight=0.3,
+                        frame_skip=3),
+    "Hopper": dict(exclude_current_positions_from_observation=False, healthy_reward=2.0,
+                   healthy_angle_range=(-0.4, 0.4)),
+    "Walker2d": dict(exclude_current_positions_from_observation=False, healthy_z_range=(0.7, 2.5)),
+    "Ant": dict(include_cfrc_ext_in_observation=False, exclude_current_positions_from_observation=False,
+                contact_cost_weight=1e-3),
+    "Humanoid": dict(include_cinert_in_observation=False, include_cvel_in_observation=False,
+                     exclude_current_positions_from_observation=False),
+    "Swimmer": dict(exclude_current_positions_from_observation=False, ctrl_cost_weight=1e-3),
+    "Reacher": dict(reward_dist_weight=2.0, reward_control_weight=0.5),
+    "InvertedPendulum": dict(reset_noise_scale=0.05),
+    "InvertedDoublePendulum": dict(healthy_reward=5.0, reset_noise_scale=0.2),
+    "Pusher": dict(reward_near_weight=1.0, reward_control_weight=0.2),
+    "HumanoidStandup": dict(include_cfrc_ext_in_observation=False, include_qfrc_actuator_in_observation=False),
+}
+
+
+@pytest.mark.parametrize("name", MUJOCO)
+def test_matches_gymnasium_step_for_step(name):
+    """Same qpos/qvel and float32 actions (20% beyond the bounds, which both
+    clamp in the physics and charge in the control cost): obs, reward, flags
+    and every info value within 1e-6 relative, over several episodes."""
+    seen = compare_with_gymnasium(name, STEPS.get(name, 2000), seed=3)
+    assert seen["episodes"] >= 1, f"{name}: no episode ended, termination/truncation untested"
+
+
+@pytest.mark.parametrize("name", MUJOCO)
+def test_matches_gymnasium_with_other_keyword_arguments(name):
+    compare_with_gymnasium(name, 300, seed=4, env_kwargs=OTHER_KWARGS[name])
+
+
+@pytest.mark.parametrize("name", MUJOCO)
+def test_default_keyword_arguments_are_gymnasiums(name):
+    gym_class = type(gymnasium.make(f"{name}-v5").unwrapped)
+    gym_defaults = {k: p.default for k, p in inspect.signature(gym_class.__init__).parameters.items()
+                    if p.default is not inspect.Parameter.empty and k != "default_camera_config"}
+    ours = shoal.envs.spec(name).env_kwargs
+    for key, default in gym_defaults.items():
+        assert key in ours, f"{name}: gymnasium's {key} is missing"
+        assert ours[key] == (tuple(default) if isinstance(default, tuple) else default), key
+    assert ours["max_episode_steps"] == gymnasium.spec(f"{name}-v5").max_episode_steps
+
+
+@pytest.mark.parametrize("name", MUJOCO)
+def test_reset_distribution_matches_gymnasium(name):
+    """Moments of the first obs over many resets: shoal's RNG is not numpy's,
+    so the draws differ, but their distribution must be gymnasium's."""
+    n = 600
+    pool = Serial(name, n, seed=0)
+    ours = pool.reset(seed=11)[0].copy()
+    pool.close()
+    env = gymnasium.make(f"{name}-v5")
+    theirs = np.stack([env.reset(seed=1000 + k)[0] for k in range(n)])
+    env.close()
+    spread = np.sqrt((ours.var(0) + theirs.var(0)) / n)
+    deterministic = (ours.std(0) == 0) & (theirs.std(0) == 0)
+    np.testing.assert_allclose(ours.mean(0)[deterministic], theirs.mean(0)[deterministic], rtol=1e-9)
+    gap = np.abs(ours.mean(0) - theirs.mean(0))[~deterministic]
+    assert (gap <= 5 * spread[~deterministic] + 1e-12).all(), f"{name}: reset obs means differ"
+    ratio = ours.std(0)[~deterministic] / theirs.std(0)[~deterministic]
+    assert ((ratio > 0.8) & (ratio < 1.25)).all(), f"{name}: reset obs spreads differ: {ratio}"
+
+
+def test_reset_noise_moments_half_cheetah():
+    """HalfCheetah: qpos = qpos0 + U(-0.1, 0.1), qvel = 0.1 N(0, 1)."""
+    n = 3000
+    with Serial("HalfCheetah", n, num_workers=1, seed=0) as pool:
+        pool.reset(seed=5)
+        block = pool._blocks[0][0]
+        qpos, qvel = map(np.stack, zip(*(block.get_state(i) for i in range(n))))
+        del block
+    scale = 0.1
+    assert np.abs(qpos.mean(0)).max() < 5 * scale / np.sqrt(3 * n)      # qpos0 is zero
+    np.testing.assert_allclose(qpos.std(0), scale / np.sqrt(3), rtol=0.06)
+    assert qpos.min() >= -scale and qpos.max() < scale
+    assert np.abs(qvel.mean(0)).max() < 5 * scale / np.sqrt(n)
+    np.testing.assert_allclose(qvel.std(0), scale, rtol=0.06)
+    kurtosis = ((qvel - qvel.mean(0)) ** 4).mean(0) / qvel.var(0) ** 2
+    np.testing.assert_allclose(kurtosis, 3.0, atol=0.4)                 # normal, not uniform
+
+
+def test_seed_rule_and_pools_agree():
+    """Env i of a pool reset with seed s is SingleEnv reset with seed s + i;
+    Serial and Multiprocessing pools with any worker count step alike."""
+    n, steps = 6, 150
+    actions = np.random.default_rng(0).uniform(-1, 1, (steps, n, 8)).astype(np.float32)
+    runs = []
+    for make in (lambda: Serial("Ant", n, seed=0), lambda: Multiprocessing("Ant", n, num_workers=2, seed=0),
+                 lambda: Multiprocessing("Ant", n, num_workers=3, seed=0)):
+        with make() as pool:
+            trace = [pool.reset(seed=7)[0].copy()]
+            for t in range(steps):
+                obs, rew, term, trunc, _ = pool.step(actions[t])
+                trace.append(np.concatenate([obs.ravel(), rew, term, trunc]))
+            runs.append(trace)
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            np.testing.assert_array_equal(a, b)
+    single = gymnasium.make("shoal/Ant-v5")
+    first, _ = single.reset(seed=7 + 4)
+    np.testing.assert_array_equal(first, runs[0][0][4])
+    single.close()
+
+
+def test_box_actions_nan_refused_and_bounds_clamped_by_physics():
+    pool = Serial("HalfCheetah", 2, seed=0)
+    pool.reset(seed=0)
+    before = pool.obs.copy()
+    bad = np.zeros((2, 6), np.float32)
+    bad[1, 3] = np.nan
+    with pytest.raises(ValueError, match="row 1 is not finite"):
+        pool.step(bad)
+    with pytest.raises(ValueError, match="not finite"):
+        pool.step(np.full((2, 6), np.inf))
+    with pytest.raises(ValueError, match="shape"):
+        pool.step(np.zeros((2, 5), np.float32))
+    np.testing.assert_array_equal(pool.obs, before)                      # nothing was stepped
+    # Beyond the bounds: the physics sees the ctrlrange's edge, the control
+    # cost the action as given (gymnasium's semantics).
+    twin = Serial("HalfCheetah", 2, seed=0)
+    twin.reset(seed=0)
+    _, r_far, *_ = pool.step(np.full((2, 6), 3.0))
+    r_far = r_far.copy()
+    _, r_edge, *_ = twin.step(np.ones((2, 6), np.int64))                  # integers are accepted
+    np.testing.assert_array_equal(pool.obs, twin.obs)
+    np.testing.assert_allclose(r_edge - r_far, 0.1 * 6 * (9.0 - 1.0), rtol=1e-5)
+    pool.close()
+    twin.close()
+
+
+def test_gymnasium_ids_keyword_arguments_and_episode_statistics():
+    env = gymnasium.make("shoal/Hopper-v5", healthy_reward=3.0)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (11,) and obs.dtype == np.float64
+    _, reward, _, _, info = env.step(np.zeros(3, np.float32))
+    assert info["reward_survive"] == 3.0 and reward == pytest.approx(3.0 + info["reward_forward"], abs=1e-5)
+    env.close()
+    envs = gymnasium.make_vec("shoal/HalfCheetah-v5", num_envs=4, vectorization_mode="vector_entry_point",
+                              exclude_current_positions_from_observation=False, max_episode_steps=20,
+                              num_workers=2, autoreset_mode="same_step")
+    assert envs.single_observation_space.shape == (18,)
+    assert isinstance(envs.single_action_space, gymnasium.spaces.Box)
+    envs.reset(seed=0)
+    for t in range(20):
+        _, _, term, trunc, infos = envs.step(envs.action_space.sample())
+    assert trunc.all() and not term.any() and infos["_final_obs"].all()
+    stats = envs.pool.episode_stats()
+    assert stats["episodes"] == 4 and stats["mean_length"] == 20
+    envs.close()
+    with pytest.raises(TypeError, match="unknown keyword arguments.*it takes"):
+        shoal.make("HalfCheetah", 2, healthy_reward=1.0)
+    with pytest.raises(ValueError, match="pair"):
+        shoal.envs.spec("Hopper", healthy_z_range=0.5)
+
+
+def test_cuda_backend_refuses_library_envs():
+    cuda = pytest.importorskip("shoal.cuda")
+    with pytest.raises(ValueError, match="library-backed env.*no CUDA kernel"):
+        cuda.CudaVecEnv("HalfCheetah", 4)
+
+
+def test_no_mujoco_log_file_in_the_working_directory(tmp_path):
+    """MuJoCo's default warning handler appends to MUJOCO_LOG.TXT in the
+    working directory; shoal's library sends warnings to stderr instead."""
+    code = "import shoal; p = shoal.make('HalfCheetah', 1, backend='serial'); p.close()"
+    out = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert not os.listdir(tmp_path)
+
+
+def test_without_mujoco_everything_else_works_and_the_error_names_the_extra(tmp_path):
+    code = """
+import importlib.abc, sys
+class NoMujoco(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "mujoco" or name.startswith("mujoco."):
+            raise ModuleNotFoundError("No module named 'mujoco'", name="mujoco")
+sys.meta_path.insert(0, NoMujoco())
+import importlib.util
+importlib.util.find_spec = lambda name, *a: None if name == "mujoco" else _find(name, *a)
+import numpy as np, shoal, gymnasium
+print(shoal.envs.spec("HalfCheetah").obs_shape)
+with shoal.make("CartPole", 2, backend="serial") as pool:
+    pool.step(np.zeros(2, np.int64))
+try:
+    shoal.make("HalfCheetah", 2)
+except ImportError as e:
+    print("ImportError:", e)
+"""
+    code = "import importlib.util as _u; _find = _u.find_spec\n" + code
+    out = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "(17,)" in out.stdout
+    assert 'ImportError: shoal\'s MuJoCo envs need the mujoco package: pip install "shoal[mujoco]"' \
+        in out.stdout
