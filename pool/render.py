@@ -15,23 +15,30 @@ RENDER_MODES = ["rgb_array", "ansi"]
 
 
 def supports_render(spec) -> bool:
+    return bool(render_modes(spec))
+
+
+def render_modes(spec) -> list[str]:
+    """The render modes env `spec` can draw. Library-backed envs draw
+    through their library (MuJoCo: its own renderer, "rgb_array" only)."""
     if spec.kind != "header":
-        return False   # library-backed envs draw through their library (not yet)
+        return ["rgb_array"]
     binding = spec.load_binding()
-    return all(hasattr(binding, name) for name in ("RENDER_SHAPE", "render_rgb", "render_text"))
+    drawn = all(hasattr(binding, name) for name in ("RENDER_SHAPE", "render_rgb", "render_text"))
+    return RENDER_MODES if drawn else []
 
 
 def env_metadata(spec) -> dict:
     """gymnasium-style metadata of a first-party env: its render modes (from
     what its binding can draw) plus the spec's own metadata (render_fps)."""
-    return {"render_modes": RENDER_MODES if supports_render(spec) else [], **spec.metadata}
+    return {"render_modes": render_modes(spec), **spec.metadata}
 
 
 def check_render_mode(spec, render_mode: str | None) -> None:
     """None, or a mode the env can draw; a clear error otherwise."""
     if render_mode is None:
         return
-    modes = RENDER_MODES if supports_render(spec) else []
+    modes = render_modes(spec)
     if render_mode not in modes:
         raise ValueError(f"render_mode {render_mode!r} is not supported by {spec.name} "
                          f"(render modes: {modes})")
@@ -46,6 +53,8 @@ def env_bytes(pool, index: int) -> np.ndarray:
 def frame(pool, index: int = 0) -> np.ndarray:
     """An RGB frame (H, W, 3) uint8 of env `index` of a native pool."""
     binding = pool.spec.load_binding()
+    if pool.spec.kind != "header":
+        return binding.render_pool(pool, index)
     out = np.zeros((*binding.RENDER_SHAPE, 3), dtype=np.uint8)
     binding.render_rgb(env_bytes(pool, index), out)
     return out

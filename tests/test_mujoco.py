@@ -221,3 +221,23 @@ except ImportError as e:
     assert "(17,)" in out.stdout
     assert 'ImportError: shoal\'s MuJoCo envs need the mujoco package: pip install "shoal[mujoco]"' \
         in out.stdout
+
+
+def test_rgb_array_rendering_or_a_clear_error():
+    env = gymnasium.make("shoal/Hopper-v5", render_mode="rgb_array")
+    env.reset(seed=0)
+    env.step(np.zeros(3, np.float32))
+    assert env.metadata["render_fps"] == 125 and env.metadata["render_modes"] == ["rgb_array"]
+    try:
+        frame = env.render()
+    except RuntimeError as e:   # no OpenGL here: the error must say what to do
+        assert "MUJOCO_GL" in str(e)
+    else:
+        assert frame.shape == (480, 480, 3) and frame.dtype == np.uint8 and frame.std() > 10
+    env.close()
+    with pytest.raises(ValueError, match="not supported"):
+        gymnasium.make("shoal/Hopper-v5", render_mode="ansi")
+    with Multiprocessing("Hopper", 2, seed=0) as pool:
+        from shoal.pool import render
+        with pytest.raises(ValueError, match="backend='serial'"):
+            render.frame(pool, 0)

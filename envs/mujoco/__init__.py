@@ -73,7 +73,7 @@ MODELS = {
          ("reset_noise_scale", 0.1), ("exclude_current_positions_from_observation", True),
          ("include_cfrc_ext_in_observation", True)),
         ("reward_forward", "reward_ctrl", "reward_contact", "reward_survive", "x_position",
-         "y_position", "distance_from_origin", "x_velocity"),
+         "y_position", "distance_from_origin", "x_velocity", "y_velocity"),
         lambda p: 29 - 2 * bool(p["exclude_current_positions_from_observation"])
         + 13 * 6 * bool(p["include_cfrc_ext_in_observation"])),
     "Humanoid": Model(
@@ -85,7 +85,7 @@ MODELS = {
          ("include_cinert_in_observation", True), ("include_cvel_in_observation", True),
          ("include_qfrc_actuator_in_observation", True), ("include_cfrc_ext_in_observation", True)),
         ("reward_survive", "reward_forward", "reward_ctrl", "reward_contact", "x_position",
-         "y_position", "tendon_length", "tendon_velocity"),
+         "y_position", "distance_from_origin", "x_velocity", "y_velocity"),
         lambda p: _humanoid_obs(p)),
     "Swimmer": Model(
         "swimmer.xml", 4,
@@ -102,7 +102,7 @@ MODELS = {
     "InvertedPendulum": Model(
         "inverted_pendulum.xml", 2,
         (("reset_noise_scale", 0.01),),
-        (),
+        ("reward_survive",),
         lambda p: 4),
     "InvertedDoublePendulum": Model(
         "inverted_double_pendulum.xml", 5,
@@ -122,7 +122,7 @@ MODELS = {
          ("include_cinert_in_observation", True), ("include_cvel_in_observation", True),
          ("include_qfrc_actuator_in_observation", True), ("include_cfrc_ext_in_observation", True)),
         ("reward_linup", "reward_quadctrl", "reward_impact", "x_position", "y_position",
-         "z_distance_from_origin", "tendon_length", "tendon_velocity"),
+         "z_distance_from_origin"),   # tendon_length / tendon_velocity: arrays, no slot
         lambda p: _humanoid_obs(p)),
 }
 
@@ -142,6 +142,15 @@ _ACTIONS = {"HalfCheetah": 6, "Hopper": 3, "Walker2d": 6, "Ant": 8, "Humanoid": 
             "Reacher": 2, "InvertedPendulum": 1, "InvertedDoublePendulum": 1, "Pusher": 7,
             "HumanoidStandup": 17}
 _EPISODE_STEPS = {"Reacher": 50, "Pusher": 100}
+# The models' opt.timestep (checked against the model when it loads): a
+# step lasts timestep * frame_skip, and gymnasium's render_fps is its inverse.
+TIMESTEP = {"HalfCheetah": 0.01, "Hopper": 0.002, "Walker2d": 0.002, "Ant": 0.01, "Humanoid": 0.003,
+            "Swimmer": 0.01, "Reacher": 0.01, "InvertedPendulum": 0.02, "InvertedDoublePendulum": 0.01,
+            "Pusher": 0.01, "HumanoidStandup": 0.003}
+
+
+def _metadata(name: str, frame_skip: int) -> dict:
+    return {"render_fps": int(np.round(1.0 / (TIMESTEP[name] * frame_skip)))}
 _REWARD_THRESHOLD = {"HalfCheetah": 4800.0, "Hopper": 3800.0, "Swimmer": 360.0, "Ant": 6000.0,
                      "Reacher": -3.75, "InvertedPendulum": 950.0, "InvertedDoublePendulum": 9100.0,
                      "Pusher": 0.0}
@@ -185,7 +194,8 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
             merged[key] = float(value)
     return dataclasses.replace(spec, env_kwargs=merged,
                                obs_shape=(MODELS[spec.name].obs_size(merged),),
-                               max_episode_steps=merged["max_episode_steps"])
+                               max_episode_steps=merged["max_episode_steps"],
+                               metadata=_metadata(spec.name, merged["frame_skip"]))
 
 
 def cfg_values(spec: EnvSpec) -> list[float]:
@@ -212,7 +222,7 @@ def _spec(name: str) -> EnvSpec:
         action_high=np.full(_ACTIONS[name], bound, dtype=np.float32),
         max_episode_steps=kwargs["max_episode_steps"],
         reward_threshold=_REWARD_THRESHOLD.get(name),
-        metadata={},
+        metadata=_metadata(name, kwargs["frame_skip"]),
         kind="worker",
         version=5,
         env_kwargs=kwargs,

@@ -13,15 +13,17 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from shoal.envs import EnvSpec, SpecMismatchError, check_spec_against_binding
-from shoal.envs.mujoco import MODELS, cfg_values
+from shoal.envs.mujoco import MODELS, cfg_values, default_kwargs
 from shoal.envs.mujoco.build import library_path
 
 _P = ctypes.c_void_p
+LOCOMOTION = {"HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "HumanoidStandup", "Swimmer"}
 
 
 def _load_library():
@@ -96,7 +98,7 @@ def binding_for(spec: EnvSpec) -> "MujocoBinding":
 
 # Mirrors `mujoco_state` in shoal_mujoco.h: one env's slot of env_states.
 STATE_DTYPE = np.dtype([("rng", np.uint64), ("elapsed_steps", np.int32), ("pad", np.int32),
-                        ("info", np.float64, (8,))])
+                        ("info", np.float64, (10,))])
 
 
 class MujocoBinding:
@@ -127,6 +129,10 @@ class MujocoBinding:
         if self.ENV_BYTES != STATE_DTYPE.itemsize:
             raise RuntimeError(f"mujoco_state is {self.ENV_BYTES} bytes, STATE_DTYPE {STATE_DTYPE.itemsize}")
         self.OBS_ELEMENTS = lib.shoal_mj_obs_size(self.kind, self.model, self.cfg.ctypes.data)
+        if self.OBS_ELEMENTS < 0:
+            changed = {k: v for k, v in spec.env_kwargs.items() if v != default_kwargs(spec.name)[k]}
+            raise ValueError(f"{spec.name}: keyword arguments {changed} do not fit the model "
+                             f"{spec.env_kwargs['xml_file']} (main_body must be one of its body indices)")
         self.ACT_ELEMENTS = self.nu
         self.MAX_EPISODE_STEPS = spec.max_episode_steps
         check_spec_against_binding(spec, self)
@@ -144,6 +150,54 @@ class MujocoBinding:
 
     def Block(self, buffers, start: int, stop: int, mode: int, keep_final_obs: bool = False):
         return Block(self, buffers, start, stop, mode, keep_final_obs)
+
+    # ---- rendering (MuJoCo's own renderer, through its Python bindings) ----
+    RENDER_SIZE = (480, 480)   # gymnasium's default width, height
+
+    def render_pool(self, pool, index: int) -> np.ndarray:
+        """An RGB frame of env `index` of a pool whose envs live in this
+        process (Serial; SingleEnv is one): MuJoCo's state is in the worker,
+        out of reach of a Multiprocessing pool's process."""
+        for batch in getattr(pool, "_blocks", ()):
+            for block in batch:
+                if block._start <= index < block._start + block.count:
+                    return self.render_state(*block.get_state(index - block._start))
+        raise ValueError(f"rendering {self.spec.name} needs its MuJoCo state in this process: use "
+                         f"backend='serial' (gymnasium.make and SingleEnv do); a Multiprocessing "
+                         f"pool keeps it in its workers")
+
+    def render_state(self, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+        """An RGB frame (480, 480, 3) of the model at qpos / qvel, from a
+        camera tracking the main body."""
+        if "mujoco" not in sys.modules and not os.environ.get("DISPLAY"):
+            # No display: MuJoCo's default (GLFW) cannot open a context, EGL can.
+            os.environ.setdefault("MUJOCO_GL", "egl")
+        import mujoco
+        if getattr(self, "_renderer", None) is None:
+            model = mujoco.MjModel.from_xml_path(str(model_path(self.spec.env_kwargs["xml_file"])))
+            width, height = self.RENDER_SIZE
+            model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
+            model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+            try:
+                renderer = mujoco.Renderer(model, height, width)
+            except Exception as e:
+                raise RuntimeError(
+                    f"MuJoCo's renderer could not create an OpenGL context ({type(e).__name__}: {e}). "
+                    f"On a machine without a display set MUJOCO_GL=egl (or MUJOCO_GL=osmesa with "
+                    f"OSMesa installed) before importing mujoco") from e
+            camera = mujoco.MjvCamera()
+            mujoco.mjv_defaultFreeCamera(model, camera)
+            if self.spec.name in LOCOMOTION:   # follow the walker, as gymnasium's cameras do
+                camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+                camera.trackbodyid = 1
+                camera.distance, camera.elevation = 4.0, -20.0
+            self._render_model, self._render_data = model, mujoco.MjData(model)
+            self._renderer, self._camera = renderer, camera
+        data = self._render_data
+        data.qpos[:], data.qvel[:] = qpos, qvel
+        mujoco.mj_forward(self._render_model, data)
+        self._renderer.update_scene(data, self._camera)
+        return self._renderer.render().copy()
 
 
 def _row_address(array: np.ndarray, dtype, first_item: int, items: int) -> int:

@@ -34,7 +34,7 @@
 
 #include "shoal_env.h"
 
-#define MUJOCO_INFO_SLOTS 8
+#define MUJOCO_INFO_SLOTS 10
 
 /* One env's part of the pool's shared memory (the env_states buffer). */
 typedef struct {
@@ -183,6 +183,53 @@ static inline int mujoco_step(mujoco_env* env, const float* action, double* obs,
     trunc[0] = (uint8_t)truncated;
     mask[0] = 1;
     return terminated || truncated;
+}
+
+/* ---- float64 sums as numpy computes them -------------------------------- */
+
+/* np.clip(v, low, high), i.e. minimum(maximum(v, low), high): NaN stays NaN. */
+static inline double mujoco_clip(double v, double low, double high) {
+    v = v < low ? low : v;
+    return v > high ? high : v;
+}
+
+/* sum(clip(x, low, high) ** 2) of n float64 values as numpy computes it:
+ * pairwise summation (eight running sums per block of up to 128 values,
+ * longer arrays halved recursively), so contact and control costs computed
+ * on float64 data match gymnasium's to the last bit. Pass -INFINITY,
+ * INFINITY for no clipping. */
+static double mujoco_sum_clipped_squares_f64(const double* x, int n, double low, double high) {
+    if (n < 8) {
+        double s = 0.0;
+        for (int i = 0; i < n; i++) {
+            const double c = mujoco_clip(x[i], low, high);
+            s += c * c;
+        }
+        return s;
+    }
+    if (n <= 128) {
+        double r[8];
+        for (int j = 0; j < 8; j++) {
+            const double c = mujoco_clip(x[j], low, high);
+            r[j] = c * c;
+        }
+        int i = 8;
+        for (; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++) {
+                const double c = mujoco_clip(x[i + j], low, high);
+                r[j] += c * c;
+            }
+        double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) {
+            const double c = mujoco_clip(x[i], low, high);
+            s += c * c;
+        }
+        return s;
+    }
+    int half = n / 2;
+    half -= half % 8;
+    return mujoco_sum_clipped_squares_f64(x, half, low, high)
+         + mujoco_sum_clipped_squares_f64(x + half, n - half, low, high);
 }
 
 #endif /* SHOAL_MUJOCO_H */
