@@ -14,17 +14,26 @@ import shoal  # noqa: E402,F401  (registers shoal/<Env>-v0)
 from shoal.sb3 import ShoalVecEnv  # noqa: E402
 
 
-@pytest.mark.parametrize("name, num_envs", [("CartPole", 6), ("Corridor", 5)])
+def _needs(name):
+    if shoal.env_spec(name).kind == "worker":
+        pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+
+
+@pytest.mark.parametrize("name, num_envs", [("CartPole", 6), ("Corridor", 5), ("Hopper", 4)])
 def test_equals_dummy_vec_env_step_by_step(name, num_envs):
+    _needs(name)
     ours = ShoalVecEnv(name, num_envs, num_workers=2)
-    ref = DummyVecEnv([lambda: gymnasium.make(f"shoal/{name}-v0")] * num_envs)
+    ref = DummyVecEnv([lambda: gymnasium.make(f"shoal/{name}-v{shoal.env_spec(name).version}")] * num_envs)
     assert ours.observation_space == ref.observation_space and ours.action_space == ref.action_space
     assert ours.seed(11) == ref.seed(11)
     np.testing.assert_array_equal(ours.reset(), ref.reset())
     rng = np.random.default_rng(0)
     ended = truncated = 0
     for t in range(700):   # past CartPole's 500-step limit: truncations too
-        actions = rng.integers(0, 2, num_envs)
+        if isinstance(ours.action_space, gymnasium.spaces.Box):   # Hopper: Box actions
+            actions = rng.uniform(-1, 1, (num_envs, *ours.action_space.shape)).astype(np.float32)
+        else:
+            actions = rng.integers(0, 2, num_envs)
         o1, r1, d1, i1 = ours.step(actions)
         o2, r2, d2, i2 = ref.step(actions)
         np.testing.assert_array_equal(o1, o2, err_msg=f"step {t}")
