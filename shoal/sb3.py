@@ -22,6 +22,10 @@ absent agents, so rows whose mask is false (Drive's finished cars,
 Explorer's inactive agents) are trained on as zero obs with zero reward;
 shoal's own trainer (`shoal train`) honours the masks instead.
 
+Python envs: `VectorEnvAdapter(shoal.pool.AsyncVectorEnv([...]))` turns
+shoal's pool of gymnasium envs (or any gymnasium VectorEnv) into a VecEnv the
+same way.
+
 Needs `stable-baselines3` (`pip install "shoal[sb3]"`); importing shoal never
 imports it.
 """
@@ -127,3 +131,73 @@ class ShoalVecEnv(VecEnv):
 
     def __repr__(self) -> str:
         return f"ShoalVecEnv({self.env_spec.name}, {self.pool.num_envs} envs, {self.num_envs} rows)"
+
+
+class VectorEnvAdapter(VecEnv):
+    """Any gymnasium `VectorEnv` (shoal.pool.AsyncVectorEnv over Python envs,
+    gymnasium's own) as an SB3 `VecEnv`.
+
+    The vector env must autoreset in SAME_STEP mode, the one SB3 expects
+    (`shoal.pool.AsyncVectorEnv(fns, autoreset_mode="same_step")`): the step
+    that ends an episode returns the next episode's first obs, with the last
+    obs in infos["final_obs"]. Sub-env attributes and methods go through the
+    vector env's get_attr / set_attr / call.
+    """
+
+    def __init__(self, vector_env):
+        from gymnasium.vector import AutoresetMode
+
+        mode = vector_env.metadata.get("autoreset_mode")
+        if mode != AutoresetMode.SAME_STEP:
+            raise ValueError(f"SB3 needs SAME_STEP autoreset; this vector env autoresets {mode}: make it "
+                             f"with autoreset_mode='same_step'")
+        self.vector_env = vector_env
+        self._actions = None
+        super().__init__(vector_env.num_envs, vector_env.single_observation_space,
+                         vector_env.single_action_space)
+
+    def reset(self):
+        seeds = self._seeds if any(s is not None for s in self._seeds) else None
+        obs, infos = self.vector_env.reset(seed=seeds)
+        self._reset_seeds()
+        self._reset_options()
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = actions
+
+    def step_wait(self):
+        if self._actions is None:
+            raise RuntimeError("step_wait() without step_async()")
+        actions, self._actions = self._actions, None
+        obs, rewards, terminated, truncated, info = self.vector_env.step(np.asarray(actions))
+        dones = np.logical_or(terminated, truncated)
+        infos: list[dict[str, Any]] = [
+            {"TimeLimit.truncated": bool(truncated[i] and not terminated[i])} for i in range(self.num_envs)]
+        for i in np.flatnonzero(dones):
+            infos[i]["terminal_observation"] = info["final_obs"][i]
+        return obs, np.asarray(rewards, dtype=np.float32), dones, infos
+
+    def close(self) -> None:
+        self.vector_env.close()
+
+    def _subset(self, values, indices) -> list[Any]:
+        return [values[i] for i in self._get_indices(indices)]
+
+    def get_attr(self, attr_name: str, indices=None) -> list[Any]:
+        return self._subset(self.vector_env.get_attr(attr_name), indices)
+
+    def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
+        if indices is not None and list(self._get_indices(indices)) != list(range(self.num_envs)):
+            raise ValueError("set_attr through a gymnasium VectorEnv sets every sub-env (indices=None)")
+        self.vector_env.set_attr(attr_name, value)
+
+    def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list[Any]:
+        return self._subset(self.vector_env.call(method_name, *method_args, **method_kwargs), indices)
+
+    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
+        return [False] * len(self._get_indices(indices))
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        return [None] * self.num_envs

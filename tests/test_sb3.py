@@ -81,3 +81,50 @@ def test_misuse_is_a_clear_error():
     assert env.get_attr("render_mode") == [None, None]
     assert env.env_is_wrapped(gymnasium.Wrapper) == [False, False]
     env.close()
+
+
+def test_vector_env_adapter_over_the_python_pool_equals_dummy_vec_env():
+    """shoal.pool.AsyncVectorEnv over gymnasium's CartPole, through
+    VectorEnvAdapter, steps as SB3's DummyVecEnv over the same envs."""
+    from shoal.pool import AsyncVectorEnv
+    from shoal.sb3 import VectorEnvAdapter
+
+    n = 4
+    ours = VectorEnvAdapter(AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * n,
+                                           autoreset_mode="same_step", num_workers=2))
+    ref = DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * n)
+    ours.seed(5)
+    ref.seed(5)
+    np.testing.assert_array_equal(ours.reset(), ref.reset())
+    rng = np.random.default_rng(1)
+    ended = 0
+    for t in range(300):
+        actions = rng.integers(0, 2, n)
+        o1, r1, d1, i1 = ours.step(actions)
+        o2, r2, d2, i2 = ref.step(actions)
+        np.testing.assert_array_equal(o1, o2, err_msg=f"step {t}")
+        np.testing.assert_array_equal(r1, r2)
+        np.testing.assert_array_equal(d1, d2)
+        for a, b in zip(i1, i2):
+            assert a["TimeLimit.truncated"] == b["TimeLimit.truncated"]
+            if "terminal_observation" in b:
+                np.testing.assert_array_equal(a["terminal_observation"], b["terminal_observation"])
+                ended += 1
+    assert ended > 5
+    assert ours.get_attr("spec")[0].id == "CartPole-v1"
+    ours.close()
+    with pytest.raises(ValueError, match="same_step"):
+        VectorEnvAdapter(gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")]))
+
+
+def test_sac_trains_on_box_actions():
+    pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    env = ShoalVecEnv("InvertedPendulum", 2, seed=0)
+    model = SAC("MlpPolicy", env, learning_starts=64, batch_size=64, train_freq=8, seed=0)
+    model.learn(400)
+    mean, _ = evaluate_policy(model, env, n_eval_episodes=2)
+    assert np.isfinite(mean) and mean >= 1
+    env.close()
