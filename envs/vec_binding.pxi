@@ -155,16 +155,17 @@ cdef class Block:
         with nogil:
             _run_block(&self.view, SHOAL_CMD_RESET)
 
-    def run_steps(self, act_t[:, ::1] action_table, Py_ssize_t steps):
+    def run_steps(self, act_t[:, ::1] action_table, Py_ssize_t steps, Py_ssize_t first_row=0):
         """The plain C loop, for benchmarks: `steps` steps of the block in one
-        nogil call, step t reading its actions from row t % len(action_table)."""
+        nogil call, step t reading its actions from row (first_row + t) %
+        len(action_table) (a caller chaining calls passes where it stopped)."""
         cdef Py_ssize_t t, k = action_table.shape[0]
         cdef BlockView view = self.view
         if action_table.shape[1] != view.count * AGENTS * ACT_SIZE:
             raise ValueError(f"action_table rows need {view.count * AGENTS * ACT_SIZE} actions")
         with nogil:
             for t in range(steps):
-                view.actions = &action_table[t % k, 0]
+                view.actions = &action_table[(first_row + t) % k, 0]
                 _run_block(&view, SHOAL_CMD_STEP)
 
     @property

@@ -44,7 +44,7 @@ def _load_library():
     lib.shoal_mj_block_ops.argtypes = [_P]
     lib.shoal_mj_block_set_state.argtypes = [_P, ctypes.c_int64, _P, _P]
     lib.shoal_mj_block_get_state.argtypes = [_P, ctypes.c_int64, _P, _P]
-    lib.shoal_mj_block_run_steps.argtypes = [_P, _P, ctypes.c_int64, ctypes.c_int64]
+    lib.shoal_mj_block_run_steps.argtypes = [_P, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
     lib.kind_index = {lib.shoal_mj_kind_name(k).decode(): k for k in range(lib.shoal_mj_num_kinds())}
     return lib
 
@@ -262,13 +262,15 @@ class Block:
         """Reset the envs whose reset_requests entry is RESET or RESEED."""
         self._lib.shoal_mj_block_run(self._block, 2)   # SHOAL_CMD_RESET
 
-    def run_steps(self, action_table: np.ndarray, steps: int) -> None:
+    def run_steps(self, action_table: np.ndarray, steps: int, first_row: int = 0) -> None:
         """The plain C loop, for benchmarks: `steps` steps of the block in one
-        C call, step t reading its actions from row t % len(action_table)."""
+        C call, step t reading its actions from row (first_row + t) %
+        len(action_table)."""
         table = np.ascontiguousarray(action_table, dtype=np.float32)
         if table.ndim != 2 or table.shape[1] != self.count * self._binding.ACT_ELEMENTS:
             raise ValueError(f"action_table rows need {self.count * self._binding.ACT_ELEMENTS} actions")
-        self._lib.shoal_mj_block_run_steps(self._block, table.ctypes.data, len(table), int(steps))
+        self._lib.shoal_mj_block_run_steps(self._block, table.ctypes.data, len(table), int(steps),
+                                           int(first_row) % len(table))
 
     def set_state(self, i: int, qpos, qvel) -> None:
         """Env `i` of the block (0-based within it): set qpos / qvel as

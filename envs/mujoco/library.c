@@ -210,12 +210,14 @@ void shoal_mj_block_get_state(shoal_mj_block* b, int64_t i, double* qpos, double
 }
 
 /* The plain C loop, for benchmarks: `steps` steps of the whole block, step t
- * reading its actions from row t % rows of `table` (rows x count x nu). */
-void shoal_mj_block_run_steps(shoal_mj_block* b, const float* table, int64_t rows, int64_t steps) {
+ * reading its actions from row (first_row + t) % rows of `table`
+ * (rows x count x nu). */
+void shoal_mj_block_run_steps(shoal_mj_block* b, const float* table, int64_t rows, int64_t steps,
+                              int64_t first_row) {
     const float* saved = b->actions;
     const int64_t stride = b->count * b->envs[0].act_size;
     for (int64_t t = 0; t < steps; t++) {
-        b->actions = table + (t % rows) * stride;
+        b->actions = table + ((first_row + t) % rows) * stride;
         block_run(b, SHOAL_CMD_STEP);
     }
     b->actions = saved;

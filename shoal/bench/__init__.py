@@ -56,13 +56,21 @@ Usage:
     python -m shoal bench --num-envs 4096 --workers 2 --contenders shoal,envpool
     python -m shoal bench --contenders python      # the Python-env section only
     python -m shoal bench --contenders envs        # agent-steps/s of every first-party env
+    python -m shoal bench --contenders mujoco      # the MuJoCo section
 
 The "envs" section (shoal.bench.envs) measures agent-steps/s of every
 first-party env: its C loop and Serial pool on one core, and processes on
 all cores, against the per-core targets of the envs issue.
 
+The MuJoCo section (contender group "mujoco", shoal.bench.mujoco; options
+--mujoco-envs, --mujoco-num-envs, --mujoco-rounds, --mujoco-seconds) compares,
+per locomotion env and num_envs in interleaved rounds, shoal's native MuJoCo
+envs, EnvPool, gymnasium's vectorizers, shoal.pool.AsyncVectorEnv and the
+native env's plain C loop, against the targets of the mujoco issue; it is
+skipped with a note when mujoco is not installed.
+
 Layout: this module is the command line and the report's header; one module
-per section (cartpole, python_envs, envs), all timed with timing. A section
+per section (cartpole, python_envs, envs, mujoco), all timed with timing. A section
 imports timing (and python_envs the gymnasium helpers of cartpole), never
 this module.
 """
@@ -76,17 +84,18 @@ import sys
 
 import numpy as np
 
-from shoal.bench import cartpole, envs, python_envs
+from shoal.bench import cartpole, envs, mujoco, python_envs
 from shoal.bench.cartpole import ENV, ENVPOOL, envpool_version
 from shoal.bench.timing import ACTION_TABLE_ROWS, Settings, cpu_line
 # Re-exported for scripts (scripts/train_speed.py: cpu_model).
 from shoal.bench.timing import cpu_model, format_rate  # noqa: F401
 
-# Sections to come (MuJoCo, Atari, ...): one module each beside cartpole.py,
+# Sections to come (Atari, ...): one module each beside cartpole.py,
 # with a run(...) -> (markdown lines, errors), a name below, a group in GROUPS
 # and a call in main(); measured with shoal.bench.timing like the others.
 PYTHON_SECTION = "Python-env section"  # a group of its own, reported in its own table
 ENVS_SECTION = "first-party envs section"  # agent-steps/s of every env (shoal.bench.envs)
+MUJOCO_SECTION = "MuJoCo section"  # native MuJoCo vs EnvPool vs gymnasium vs C loop (shoal.bench.mujoco)
 GROUPS = {
     "c_loop": [cartpole.C_LOOP],
     "serial": [cartpole.SERIAL],
@@ -101,14 +110,15 @@ GROUPS = {
     "envpool": list(cartpole.ENVPOOL),
     "python": [PYTHON_SECTION],
     "envs": [ENVS_SECTION],
+    "mujoco": [MUJOCO_SECTION],
     "all": [cartpole.C_LOOP, *cartpole.SHOAL, cartpole.GYM_SYNC, cartpole.GYM_ASYNC, *cartpole.ENVPOOL,
-            PYTHON_SECTION, ENVS_SECTION],
+            PYTHON_SECTION, ENVS_SECTION, MUJOCO_SECTION],
 }
 
 
 def main_sweep(s: Settings) -> bool:
     """Whether any contender of the main (native CartPole) table is selected."""
-    return any(c not in (PYTHON_SECTION, ENVS_SECTION) for c in s.contenders)
+    return any(c not in (PYTHON_SECTION, ENVS_SECTION, MUJOCO_SECTION) for c in s.contenders)
 
 
 def header(cores: int, envpool_ver: str | None, s: Settings) -> list[str]:
@@ -178,6 +188,7 @@ def parser() -> argparse.ArgumentParser:
                    help="interleaved rounds per contender in the Python-env section (default 7; quick: 2)")
     p.add_argument("--python-seconds", type=float, default=None,
                    help="duration of one round in the Python-env section (default 0.5; quick: 0.1)")
+    mujoco.add_arguments(p, int_list)  # --mujoco-envs, --mujoco-num-envs, --mujoco-rounds, --mujoco-seconds
     p.add_argument("--quick", action="store_true", help="smoke mode: tiny sweep, short runs, one repeat")
     p.add_argument("--out", help="also write the markdown report to this file")
     return p
@@ -229,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     if envs_section:  # also forks: before EnvPool too
         envs_lines, envs_errors = envs.run(s.seconds, s.warmup, s.repeats, cores, log=sys.stderr)
         errors += envs_errors
+    if MUJOCO_SECTION in s.contenders:  # forks too; builds its EnvPools after its forks, per group
+        ms = mujoco.settings(args, sorted(set(s.workers)), s.warmup, s.gym_max_envs)
+        mujoco_lines, mujoco_errors = mujoco.run(ms, cores, envpool_ver, log=sys.stderr)
+        errors += mujoco_errors
     if main_sweep(s):
         main_lines, main_errors = cartpole.run(s, cores, envpool_ver, log=sys.stderr)
         errors += main_errors
@@ -237,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         report += [""] + python_lines
     if envs_section:
         report += [""] + envs_lines
+    if MUJOCO_SECTION in s.contenders:
+        report += [""] + mujoco_lines
     if notes or errors:
         report += ["", "## Notes", ""] + [f"- {line}" for line in notes + errors]
     text = "\n".join(report) + "\n"

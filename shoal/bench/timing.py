@@ -125,6 +125,9 @@ def action_table(rows: int, spec=None, *, table_rows: int = ACTION_TABLE_ROWS, d
     CartPole's two discrete actions): shape (table_rows, rows) for one
     discrete action, (table_rows, rows, components) otherwise."""
     rng = np.random.default_rng(seed)
+    if spec is not None and spec.continuous_action:   # Box: uniform within the bounds
+        low, high = np.asarray(spec.action_low, np.float64), np.asarray(spec.action_high, np.float64)
+        return np.ascontiguousarray(rng.uniform(low, high, (table_rows, rows, len(low))).astype(dtype))
     nvec = np.asarray(spec.action_nvec if spec is not None else (2,))
     discrete = spec.discrete_action if spec is not None else True
     table = rng.integers(0, nvec, size=(table_rows, rows, len(nvec))).astype(dtype)
@@ -156,7 +159,15 @@ def run_c_loop(env_spec, n: int, table: np.ndarray, seconds: float, warmup: floa
         table = np.ascontiguousarray(table.reshape(len(table), -1))
         rows = n * env_spec.agents
         chunk = _calibrate_chunk(block, table)
-        return measure(lambda: block.run_steps(table, chunk) or chunk * rows, seconds, warmup, repeats)
+        next_row = 0
+
+        def step():   # each call goes on from the table row where the last one stopped
+            nonlocal next_row
+            block.run_steps(table, chunk, next_row)
+            next_row = (next_row + chunk) % len(table)
+            return chunk * rows
+
+        return measure(step, seconds, warmup, repeats)
     finally:
         buffers.close()
 
