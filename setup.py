@@ -12,7 +12,9 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-# One folder per first-party env under envs/: any folder with a binding.pyx.
+# One folder per first-party env under envs/: any folder with a binding.pyx
+# (header envs, and envs/atari, whose binding drives ale-py's Python emulator
+# from the shared vector loop and so needs no library to build).
 ENVS = sorted(name for name in os.listdir("envs") if os.path.isfile(f"envs/{name}/binding.pyx"))
 # Library-backed envs (envs/mujoco/): Python packages whose C is compiled on
 # first use against the optional library (see envs/mujoco/build.py).

@@ -4,9 +4,9 @@
   `<env>.h` (the whole env), `binding.pyx` (the vector loop over it) and an
   `__init__.py` that declares its `EnvSpec` as `SPEC`.
 - library-backed envs (kind "worker"): envs over a C library whose state
-  lives in the worker (envs/mujoco/: MuJoCo). Such a folder declares several
-  specs as `SPECS`, and its binding module builds a binding per spec
-  (`binding_for(spec)`).
+  lives in the worker (envs/mujoco/: MuJoCo; envs/atari/: ale-py's Atari
+  games). Such a folder declares several specs as `SPECS`, and its binding
+  module builds a binding per spec (`binding_for(spec)`).
 
 The registry is every such folder.
 """

@@ -15,9 +15,10 @@ pytest.importorskip("imageio", reason="gymnasium's own MuJoCo envs (the referenc
 
 import shoal  # noqa: E402
 from mujoco_alignment import compare_with_gymnasium  # noqa: E402
+from shoal.envs.mujoco import SPECS as MUJOCO_SPECS  # noqa: E402
 from shoal.pool.native import Multiprocessing, Serial  # noqa: E402
 
-MUJOCO = shoal.envs.names("worker")
+MUJOCO = [spec.name for spec in MUJOCO_SPECS]   # the other library-backed envs are Atari's
 # Steps compared per env: several episodes each (Hopper and Walker2d fall
 # quickly under random actions; HalfCheetah only truncates, at 1000).
 STEPS = {"HalfCheetah": 2100, "Humanoid": 1200, "HumanoidStandup": 1100}

@@ -12,10 +12,12 @@ from shoal.envs import SpecMismatchError, check_spec_against_binding
 @pytest.mark.parametrize("name", shoal.envs.names())
 def test_every_shipped_spec_matches_its_header(name):
     spec = shoal.env_spec(name)
-    if spec.kind == "worker":
-        pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
-    check_spec_against_binding(spec, spec.load_binding())   # raises on a mismatch
-    assert spec.load_binding().MAX_EPISODE_STEPS == spec.max_episode_steps
+    try:
+        binding = spec.load_binding()
+    except ImportError as e:   # a library-backed env whose extra is not installed
+        pytest.skip(str(e))
+    check_spec_against_binding(spec, binding)   # raises on a mismatch
+    assert binding.MAX_EPISODE_STEPS == spec.max_episode_steps
 
 
 @pytest.mark.parametrize("field, value, named", [

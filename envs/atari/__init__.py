@@ -1,0 +1,170 @@
+"""Atari 2600 games, native: ale-py's emulator with the preprocessing done in
+place in the pool's rows (no gymnasium wrapper stack).
+
+    shoal.make("Pong", 16)                              # gymnasium's v5 settings
+    shoal.make("Breakout", 16, episodic_life=True, reward_clip=True, use_fire_reset=True)
+    gymnasium.make_vec("shoal/Pong-v5", num_envs=16, vectorization_mode="vector_entry_point")
+
+Every game of ale-py's ROM set that gymnasium registers as "ALE/<Game>-v5"
+(games.py), as "shoal/<Game>-v5". These are library-backed envs (kind
+"worker", docs/design.md): each worker holds one ALEInterface per env; the
+pool, the seed rule, autoreset and episode statistics are shoal's own
+(envs/shoal_vec.h, through binding.pyx). With the defaults, an env is
+exactly gymnasium's
+
+    FrameStackObservation(AtariPreprocessing(
+        gymnasium.make("ALE/<Game>-v5", frameskip=1), frame_skip=4, noop_max=30), 4)
+
+(tests/test_atari.py compares them frame for frame, sticky actions on and off).
+
+Observation: uint8 (stack_num, img_height, img_width), or with
+    gray_scale=False (stack_num, img_height, img_width, 3) RGB; the oldest
+    frame first. A frame is the pixel-wise max of the last two emulator frames
+    of a step (ALE's grayscale or RGB screen), resized with OpenCV's
+    INTER_AREA (as AtariPreprocessing). A reset fills the stack with its
+    frame. When an episode ends inside a step's frame skip, the frames after
+    the end are not grabbed and the max-pool keeps what it held, exactly as
+    AtariPreprocessing does.
+Actions: Discrete: the game's minimal action set (ale-py's order), all 18
+    with full_action_space=True. Each is repeated for `frameskip` frames;
+    with repeat_action_probability p the emulator repeats the previous frame's
+    action instead with probability p, per frame (sticky actions).
+Rewards: the sum over the step's frames (float32); its sign with
+    reward_clip=True (episode statistics then sum clipped rewards).
+Episode end: terminated when the game is over; with episodic_life or
+    terminal_on_life_loss, also on the frame a life is lost (the step stops
+    there). truncated when the game reaches max_num_frames_per_episode frames
+    (108000, 30 minutes; 0 or None: no limit), counting reset frames.
+Resets: the game restarts (ALE reset_game), then takes 1..noop_max no-op
+    frames (uniform; none with noop_max=0). With use_fire_reset=True and FIRE
+    in the action set, the last of them is FIRE instead (EnvPool's fire start:
+    max(noops - 1, 0) no-ops, then one FIRE frame). A game that ends during
+    these frames restarts (gymnasium's wrapper would also reseed it with the
+    reset's seed; no game ends that early). episodic_life=True (EnvPool's
+    semantics) continues the game after a lost life instead of restarting it
+    (the no-op / fire start still applies, and the frame limit counts the
+    whole game); terminal_on_life_loss=True (gymnasium's AtariPreprocessing
+    semantics) restarts it.
+Seeds: as gymnasium's AtariEnv: a seed s gives (numpy seed, ALE seed) =
+    SeedSequence(s).generate_state(2); the ALE seed drives the emulator's
+    randomness (sticky actions) and the ROM is reloaded with it, the numpy
+    seed draws the no-op counts. Env i of a pool seeded s is gymnasium's env
+    reset with seed s + i.
+Info (SingleEnv's step info, gymnasium's keys): lives, episode_frame_number,
+    frame_number.
+
+Options (keyword arguments; gymnasium's v5 defaults, EnvPool's names where
+gymnasium has none): frameskip=4, repeat_action_probability=0.25,
+noop_max=30, stack_num=4, img_height=84, img_width=84, gray_scale=True,
+episodic_life=False, terminal_on_life_loss=False, reward_clip=False,
+use_fire_reset=False, full_action_space=False,
+max_num_frames_per_episode=108000.
+
+use_fire_reset defaults to False, unlike EnvPool (True): the default env is
+then gymnasium's v5 stack, which has no fire start. EnvPool's v5 defaults
+also differ in repeat_action_probability (0 there).
+
+The specs import without ale-py; making an env needs it
+(`pip install "shoal[atari]"`: ale-py, which ships the emulator and the ROMs,
+and opencv-python-headless).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from shoal.envs import EnvSpec
+from shoal.envs.atari.games import FULL_ACTION_COUNT, GAMES
+
+ROM_IDS = {name: rom for name, rom, _ in GAMES}
+MINIMAL_ACTIONS = {name: count for name, _, count in GAMES}
+
+DEFAULT_KWARGS = {
+    "frameskip": 4,
+    "repeat_action_probability": 0.25,
+    "noop_max": 30,
+    "stack_num": 4,
+    "img_height": 84,
+    "img_width": 84,
+    "gray_scale": True,
+    "episodic_life": False,
+    "terminal_on_life_loss": False,
+    "reward_clip": False,
+    "use_fire_reset": False,
+    "full_action_space": False,
+    "max_num_frames_per_episode": 108_000,
+}
+
+EMULATOR_FPS = 60
+INSTALL_HINT = 'pip install "shoal[atari]"'
+
+
+def _int_at_least(name: str, key: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name}: {key} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
+def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
+    """`spec` with some options changed (the configurator of every Atari
+    spec: EnvSpec.configure): checked, normalised, and the observation and
+    action spaces updated."""
+    unknown = sorted(set(kwargs) - set(DEFAULT_KWARGS))
+    if unknown:
+        raise TypeError(f"{spec.name} got unknown keyword arguments {unknown}; it takes "
+                        f"{', '.join(DEFAULT_KWARGS)}")
+    merged = {**spec.env_kwargs, **kwargs}
+    name = spec.name
+    for key in ("frameskip", "stack_num", "img_height", "img_width"):
+        merged[key] = _int_at_least(name, key, merged[key], 1)
+    merged["noop_max"] = _int_at_least(name, "noop_max", merged["noop_max"], 0)
+    # gymnasium's AtariEnv takes None for "no limit"; ALE's own value for it is 0.
+    if merged["max_num_frames_per_episode"] is None:
+        merged["max_num_frames_per_episode"] = 0
+    merged["max_num_frames_per_episode"] = _int_at_least(
+        name, "max_num_frames_per_episode", merged["max_num_frames_per_episode"], 0)
+    p = merged["repeat_action_probability"]
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.number)) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"{name}: repeat_action_probability must be in [0, 1], got {p!r}")
+    merged["repeat_action_probability"] = float(p)
+    for key in ("gray_scale", "episodic_life", "terminal_on_life_loss", "reward_clip",
+                "use_fire_reset", "full_action_space"):
+        if not isinstance(merged[key], (bool, np.bool_)):
+            raise ValueError(f"{name}: {key} must be a bool, got {merged[key]!r}")
+        merged[key] = bool(merged[key])
+    if merged["episodic_life"] and merged["terminal_on_life_loss"]:
+        raise ValueError(f"{name}: episodic_life (a lost life ends the episode, the game goes on) and "
+                         f"terminal_on_life_loss (a lost life ends the game) exclude each other")
+    return _with_kwargs(spec, merged)
+
+
+def _with_kwargs(spec: EnvSpec, kwargs: dict) -> EnvSpec:
+    frame = (kwargs["img_height"], kwargs["img_width"]) + (() if kwargs["gray_scale"] else (3,))
+    actions = FULL_ACTION_COUNT if kwargs["full_action_space"] else MINIMAL_ACTIONS[spec.name]
+    return dataclasses.replace(
+        spec, env_kwargs=kwargs, obs_shape=(kwargs["stack_num"], *frame), action_nvec=(actions,),
+        # One step shows `frameskip` emulator frames: real time is 60 / frameskip steps a second.
+        metadata={"render_fps": max(1, round(EMULATOR_FPS / kwargs["frameskip"]))})
+
+
+def _spec(name: str) -> EnvSpec:
+    spec = EnvSpec(
+        name=name,
+        binding="shoal.envs.atari.binding",
+        agents=1,
+        obs_shape=(),                  # set by _with_kwargs
+        obs_dtype=np.uint8,
+        obs_low=0,
+        obs_high=255,
+        # Episodes are truncated by the emulator's frame limit
+        # (max_num_frames_per_episode), as gymnasium's ALE v5 envs: no step limit.
+        max_episode_steps=None,
+        kind="worker",
+        version=5,
+        configurator=configure,
+    )
+    return _with_kwargs(spec, dict(DEFAULT_KWARGS))
+
+
+SPECS = [_spec(name) for name, _, _ in GAMES]

@@ -1,0 +1,611 @@
+# cython: language_level=3
+"""The binding of shoal's Atari envs (see envs/atari/__init__.py for what an
+env is): the pool's Block over ale-py's emulator.
+
+ale-py ships the emulator as a Python extension and no C headers, so the
+emulator is driven through its Python ALEInterface, from inside the block:
+
+- The C part (below) is an env under the prefix `atari` for shoal_vec.h:
+  `atari_env` (the worker's handle on one env: its slot in shared memory,
+  its AtariGame, sizes) and atari_seed / atari_reset / atari_step, which
+  call through three function pointers. The vector loop, autoreset and
+  episode bookkeeping are shoal_vec.h's, as for every env.
+- The function pointers are set to `noexcept with gil` functions of this
+  module, which run one AtariGame (ALE calls, max-pool, resize, frame
+  stack) on the env's obs row in place. A worker releases the GIL while it
+  serves the block; each env call takes it back (uncontended there).
+- Shared memory (the pool's env_states) holds `atari_state`, pointer-free:
+  the last step's lives and frame numbers (gymnasium's step info). The
+  emulators, frame buffers and no-op RNGs live in the worker's AtariGames.
+
+An exception inside an env call is kept, the block's remaining env calls are
+skipped, and then: Block.step() / reset() / run_steps() raise it (the Serial
+pool and SingleEnv); a worker prints it to stderr and exits, which its pool
+reports as a dead worker (WorkerError) and closes.
+"""
+
+cimport cython
+from cpython.mem cimport PyMem_Calloc, PyMem_Free
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.string cimport memcpy, memmove
+from posix.unistd cimport _exit
+
+import sys
+import traceback
+
+import numpy as np
+from gymnasium.utils import seeding
+
+from shoal.envs import EnvSpec, SpecMismatchError, check_spec_against_binding
+from shoal.envs.atari import INSTALL_HINT, ROM_IDS
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include "shoal_env.h"
+    #include "shoal_block.h"
+
+    /* One env's part of the pool's shared memory (env_states): gymnasium's
+     * step info after the last step or reset. Mirrored by STATE_DTYPE. */
+    typedef struct {
+        int32_t lives;
+        int32_t episode_frame_number;
+        int64_t frame_number;
+    } atari_state;
+
+    /* One env as its worker holds it. */
+    typedef struct {
+        atari_state* state;     /* its slot in the pool's env_states */
+        void* game;             /* its AtariGame (borrowed: the Block owns it) */
+        int* failed;            /* the block's flag: an env call raised */
+        int obs_size, act_size;
+    } atari_env;
+
+    typedef uint8_t atari_obs_t;
+    typedef int32_t atari_act_t;
+    enum { atari_agents = 1 };
+
+    /* Set by the Cython module to its implementations (which take the GIL). */
+    typedef void (*atari_seed_fn)(atari_env*, uint64_t);
+    typedef void (*atari_reset_fn)(atari_env*, uint8_t*);
+    typedef int (*atari_step_fn)(atari_env*, const int32_t*, uint8_t*, float*, uint8_t*, uint8_t*);
+    static atari_seed_fn atari_seed_impl;
+    static atari_reset_fn atari_reset_impl;
+    static atari_step_fn atari_step_impl;
+
+    /* The three functions shoal_vec.h asks of an env. Once an env call of the
+     * block has raised, the others do nothing (the block is failing). */
+    static inline void atari_seed(atari_env* env, uint64_t seed) {
+        if (!*env->failed) atari_seed_impl(env, seed);
+    }
+
+    static inline void atari_reset(atari_env* env, uint8_t* obs, uint8_t* mask) {
+        mask[0] = 1;
+        if (!*env->failed) atari_reset_impl(env, obs);
+    }
+
+    static inline int atari_step(atari_env* env, const int32_t* act, uint8_t* obs, float* rew,
+                                 uint8_t* term, uint8_t* trunc, uint8_t* mask) {
+        rew[0] = 0.0f;
+        term[0] = 0;
+        trunc[0] = 0;
+        mask[0] = 1;
+        if (*env->failed) return 0;
+        return atari_step_impl(env, act, obs, rew, term, trunc);
+    }
+
+    /* Row sizes are the configured ones (stack, image size, colour). */
+    #define SHOAL_VEC_OBS_SIZE(env) ((env)->obs_size)
+    #define SHOAL_VEC_ACT_SIZE(env) ((env)->act_size)
+    #define SHOAL_VEC_ENV atari
+    #include "shoal_vec.h"
+    """
+    ctypedef struct atari_state:
+        int32_t lives
+        int32_t episode_frame_number
+        int64_t frame_number
+    ctypedef struct atari_env:
+        atari_state* state
+        void* game
+        int* failed
+        int obs_size
+        int act_size
+    ctypedef struct shoal_episode:
+        pass
+    ctypedef void (*atari_seed_fn)(atari_env*, uint64_t) noexcept nogil
+    ctypedef void (*atari_reset_fn)(atari_env*, uint8_t*) noexcept nogil
+    ctypedef int (*atari_step_fn)(atari_env*, const int32_t*, uint8_t*, float*, uint8_t*,
+                                  uint8_t*) noexcept nogil
+    atari_seed_fn atari_seed_impl
+    atari_reset_fn atari_reset_impl
+    atari_step_fn atari_step_impl
+    void atari_vec_reset(atari_env* envs, shoal_episode* eps, int64_t n, const uint8_t* requests,
+                         const uint64_t* seeds, uint8_t* obs, float* rew, uint8_t* term,
+                         uint8_t* trunc, uint8_t* mask) noexcept nogil
+    void atari_vec_step(atari_env* envs, shoal_episode* eps, int64_t n, const int32_t* act,
+                        uint8_t* obs, float* rew, uint8_t* term, uint8_t* trunc, uint8_t* mask,
+                        uint8_t* final_obs, int mode) noexcept nogil
+
+cdef extern from "shoal_block.h":
+    ctypedef struct shoal_block_ops:
+        void (*run)(void* ctx, int command) noexcept nogil
+        void* ctx
+    enum:
+        SHOAL_CMD_STEP
+        SHOAL_CMD_RESET
+
+# Mirrors `atari_state`: one env's slot of env_states.
+STATE_DTYPE = np.dtype([("lives", np.int32), ("episode_frame_number", np.int32),
+                        ("frame_number", np.int64)])
+assert STATE_DTYPE.itemsize == sizeof(atari_state)
+
+
+def _libraries():
+    """(ale_py, cv2), or ImportError naming the extra."""
+    try:
+        import ale_py
+        import cv2
+    except ImportError as e:
+        raise ImportError(f"shoal's Atari envs need ale-py and opencv-python-headless: {INSTALL_HINT}") from e
+    return ale_py, cv2
+
+
+def _new_emulator(ale_py, kwargs: dict):
+    """An ALEInterface set up as gymnasium's AtariEnv sets its own; the ROM is
+    loaded when the env is seeded (loading applies the seed)."""
+    ale = ale_py.ALEInterface()
+    ale.setLoggerMode(ale_py.LoggerMode.Error)
+    ale.setFloat("repeat_action_probability", kwargs["repeat_action_probability"])
+    ale.setInt("max_num_frames_per_episode", kwargs["max_num_frames_per_episode"])
+    return ale
+
+
+# ---- one env -------------------------------------------------------------------
+
+cdef class AtariGame:
+    """One env as its worker holds it: the emulator, the two frames of the
+    max-pool, the no-op RNG, and views of the obs row it writes."""
+
+    cdef readonly object ale
+    cdef readonly int index                 # the env's index in its pool
+    cdef public object error                # what an env call raised, if one did
+    # the emulator's methods, looked up once
+    cdef object act, game_over, game_truncated, lives_of, grab, reset_game
+    cdef object episode_frame_number, frame_number
+    cdef object action_set, noop, fire, rom_path
+    cdef object np_random
+    cdef object frames                      # [latest frame, the one before]: the max-pool pair
+    cdef object resize, maximum, inter_area
+    cdef tuple dsize, row_shape
+    cdef object newest                      # numpy view of the obs row's last frame
+    cdef uint8_t* row_address               # the obs row `newest` belongs to
+    cdef Py_ssize_t frame_bytes, row_bytes
+    cdef int stack_num, frameskip, noop_max, num_actions, lives
+    cdef bint fire_start, life_loss_ends, continue_after_life_loss, reward_clip
+    cdef bint seeded, life_lost
+
+    def __init__(self, binding, int index):
+        ale_py, cv2 = _libraries()
+        kwargs = binding.spec.env_kwargs
+        self.index = index
+        self.error = None
+        self.ale = ale = _new_emulator(ale_py, kwargs)
+        self.act, self.game_over, self.game_truncated = ale.act, ale.game_over, ale.game_truncated
+        self.lives_of, self.reset_game = ale.lives, ale.reset_game
+        self.episode_frame_number, self.frame_number = ale.getEpisodeFrameNumber, ale.getFrameNumber
+        self.grab = ale.getScreenGrayscale if kwargs["gray_scale"] else ale.getScreenRGB
+        self.rom_path = binding.rom_path
+        self.action_set = list(binding.action_set)
+        self.num_actions = len(self.action_set)
+        self.noop = self.action_set[0]      # NOOP leads every ALE action set
+        self.fire = ale_py.Action.FIRE
+        self.fire_start = binding.fire_start
+        self.frames = [np.zeros(binding.screen_shape, np.uint8), np.zeros(binding.screen_shape, np.uint8)]
+        self.resize, self.maximum, self.inter_area = cv2.resize, np.maximum, cv2.INTER_AREA
+        self.dsize = (kwargs["img_width"], kwargs["img_height"])   # OpenCV's order
+        self.row_shape = tuple(binding.spec.obs_shape)
+        self.stack_num = kwargs["stack_num"]
+        self.row_bytes = binding.OBS_ELEMENTS
+        self.frame_bytes = self.row_bytes // self.stack_num
+        self.row_address = NULL
+        self.frameskip = kwargs["frameskip"]
+        self.noop_max = kwargs["noop_max"]
+        self.life_loss_ends = kwargs["episodic_life"] or kwargs["terminal_on_life_loss"]
+        self.continue_after_life_loss = kwargs["episodic_life"]
+        self.reward_clip = kwargs["reward_clip"]
+        self.seeded = False
+        self.life_lost = False
+
+    cdef int seed(self, seed) except -1:
+        """gymnasium's AtariEnv.seed_game + load_game: one seed gives the
+        no-op RNG's and the emulator's (applied by reloading the ROM)."""
+        np_seed, ale_seed = np.random.SeedSequence(seed).generate_state(n_words=2)
+        self.np_random, _ = seeding.np_random(int(np_seed))
+        self.ale.setInt("random_seed", np.int32(ale_seed))
+        self.ale.loadROM(self.rom_path)
+        self.seeded = True
+        self.life_lost = False
+        return 0
+
+    cdef int reset(self, atari_env* env, uint8_t* obs) except -1:
+        cdef int k
+        cdef bint go_on
+        if not self.seeded:          # reset before any seed: seed from entropy
+            self.seed(None)
+        # episodic_life: after a lost life (game not over) the game goes on.
+        go_on = self.continue_after_life_loss and self.life_lost and not self.game_over(True)
+        self.life_lost = False
+        if not go_on:
+            self.reset_game()
+        noops = int(self.np_random.integers(1, self.noop_max + 1)) if self.noop_max > 0 else 0
+        if self.fire_start:          # EnvPool's fire start: the last start frame fires
+            noops = max(noops - 1, 0)
+        for _ in range(noops):
+            self.act(self.noop)
+            if self.game_over(True):
+                self.reset_game()
+        if self.fire_start:
+            self.act(self.fire)
+            if self.game_over(True):
+                self.reset_game()
+        self.lives = self.lives_of()
+        self.grab(self.frames[0])
+        self.frames[1].fill(0)       # as AtariPreprocessing: the pair's older frame is blank
+        self.write_frame(obs, False)
+        for k in range(self.stack_num - 1):   # the stack starts as copies of the frame
+            memcpy(obs + k * self.frame_bytes, obs + (self.stack_num - 1) * self.frame_bytes,
+                   self.frame_bytes)
+        self.write_state(env.state)
+        return 0
+
+    cdef int step(self, atari_env* env, int32_t action, uint8_t* obs, float* reward,
+                  uint8_t* terminated_out, uint8_t* truncated_out) except -1:
+        """AtariPreprocessing.step's frame loop over the emulator, then the
+        frame stack's shift; returns whether the episode is over."""
+        cdef double total = 0.0
+        cdef bint terminated = False, truncated = False
+        cdef int t, lives, last = self.frameskip - 1
+        if not 0 <= action < self.num_actions:
+            raise ValueError(f"action {action} is not in Discrete({self.num_actions})")
+        a = self.action_set[action]
+        act, game_over, game_truncated = self.act, self.game_over, self.game_truncated
+        for t in range(self.frameskip):
+            total += <double>act(a)
+            terminated = game_over(False)
+            truncated = game_truncated()
+            if self.life_loss_ends:
+                lives = self.lives_of()
+                if lives < self.lives:
+                    terminated = True
+                    self.life_lost = True
+                self.lives = lives
+            if terminated or truncated:
+                break                # the pair keeps what it held (AtariPreprocessing's way)
+            if t == last - 1:
+                self.grab(self.frames[1])
+            elif t == last:
+                self.grab(self.frames[0])
+        self.write_frame(obs, True)
+        if self.reward_clip:
+            total = (total > 0) - (total < 0)
+        reward[0] = <float>total
+        terminated_out[0] = terminated
+        truncated_out[0] = truncated
+        self.write_state(env.state)
+        return terminated or truncated
+
+    cdef int write_frame(self, uint8_t* obs, bint max_pool) except -1:
+        """Shift the stack in `obs` one frame toward the front and write the
+        newest frame last: the max-pooled pair resized (INTER_AREA)."""
+        if obs != self.row_address:   # a row seen for the first time: view it
+            row = np.asarray(<uint8_t[:self.row_bytes]> obs).reshape(self.row_shape)
+            self.newest = row[self.stack_num - 1]
+            self.row_address = obs
+        latest = self.frames[0]
+        if max_pool and self.frameskip > 1:
+            self.maximum(latest, self.frames[1], out=latest)   # in place, as AtariPreprocessing
+        if self.stack_num > 1:
+            memmove(obs, obs + self.frame_bytes, (self.stack_num - 1) * self.frame_bytes)
+        written = self.resize(latest, self.dsize, dst=self.newest, interpolation=self.inter_area)
+        if written is not self.newest:   # OpenCV wrote elsewhere: copy it in
+            self.newest[...] = written
+        return 0
+
+    cdef int write_state(self, atari_state* state) except -1:
+        state.lives = self.lives_of()
+        state.episode_frame_number = self.episode_frame_number()
+        state.frame_number = self.frame_number()
+        return 0
+
+    def screen_rgb(self):
+        """The emulator's current screen, RGB (H, W, 3)."""
+        return self.ale.getScreenRGB()
+
+
+# The implementations behind atari_seed / atari_reset / atari_step: they take
+# the GIL, run the env's AtariGame, and keep any exception for the block.
+
+cdef void _seed_env(atari_env* env, uint64_t seed) noexcept with gil:
+    cdef AtariGame game = <AtariGame>env.game
+    try:
+        game.seed(seed)
+    except BaseException as error:
+        game.error = error
+        env.failed[0] = 1
+
+
+cdef void _reset_env(atari_env* env, uint8_t* obs) noexcept with gil:
+    cdef AtariGame game = <AtariGame>env.game
+    try:
+        game.reset(env, obs)
+    except BaseException as error:
+        game.error = error
+        env.failed[0] = 1
+
+
+cdef int _step_env(atari_env* env, const int32_t* act, uint8_t* obs, float* rew, uint8_t* term,
+                   uint8_t* trunc) noexcept with gil:
+    cdef AtariGame game = <AtariGame>env.game
+    try:
+        return game.step(env, act[0], obs, rew, term, trunc)
+    except BaseException as error:
+        game.error = error
+        env.failed[0] = 1
+        return 0
+
+
+atari_seed_impl = _seed_env
+atari_reset_impl = _reset_env
+atari_step_impl = _step_env
+
+
+# ---- a block of envs -------------------------------------------------------------
+
+cdef size_t _address(object array, object dtype, Py_ssize_t count) except 0:
+    """Base address of a C-contiguous numpy array holding `count` items of dtype."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"expected a numpy array, got {type(array).__name__}")
+    if array.dtype != np.dtype(dtype) or not array.flags.c_contiguous:
+        raise ValueError(f"expected a C-contiguous {np.dtype(dtype)} array, got "
+                         f"{array.dtype} (contiguous={array.flags.c_contiguous})")
+    if array.size < count:
+        raise ValueError(f"buffer holds {array.size} items, {count} needed")
+    return <size_t>array.__array_interface__["data"][0]
+
+
+cdef struct BlockView:
+    # Where one block's rows live; everything the nogil loop touches.
+    atari_env* envs
+    shoal_episode* episodes
+    const uint8_t* requests
+    const uint64_t* seeds
+    const int32_t* actions
+    uint8_t* obs
+    uint8_t* final_obs
+    float* rewards
+    uint8_t* terminals
+    uint8_t* truncations
+    uint8_t* masks
+    int64_t count
+    int mode
+    int failed          # an env call raised (its AtariGame holds the exception)
+    void* block         # the Block (borrowed), for the worker's last words
+
+
+cdef void _run_block(void* ctx, int command) noexcept nogil:
+    cdef BlockView* b = <BlockView*>ctx
+    if command == SHOAL_CMD_STEP:
+        atari_vec_step(b.envs, b.episodes, b.count, b.actions, b.obs, b.rewards,
+                       b.terminals, b.truncations, b.masks, b.final_obs, b.mode)
+    elif command == SHOAL_CMD_RESET:
+        atari_vec_reset(b.envs, b.episodes, b.count, b.requests, b.seeds, b.obs,
+                        b.rewards, b.terminals, b.truncations, b.masks)
+
+
+cdef void _exit_worker(BlockView* b) noexcept with gil:
+    """A worker's block failed: say why on stderr and exit, so that the pool
+    finds the worker dead and reports it (WorkerError)."""
+    try:
+        message = (<Block>b.block).failure_report()
+        sys.stderr.write(message)
+        sys.stderr.flush()
+    finally:
+        _exit(1)
+
+
+cdef void _serve_block(void* ctx, int command) noexcept nogil:
+    """What the worker loop runs (ops_address): the block, and an exit on failure."""
+    _run_block(ctx, command)
+    if (<BlockView*>ctx).failed:
+        _exit_worker(<BlockView*>ctx)
+
+
+cdef class Block:
+    """Envs [start, stop) of a pool, stepped in place in the pool's buffers
+    (the interface of a header env's Cython Block; see vec_binding.pxi)."""
+    cdef BlockView view
+    cdef shoal_block_ops ops
+    cdef atari_env* envs
+    cdef object buffers        # keeps the memory alive while we hold its pointers
+    cdef object binding
+    cdef readonly list games
+    cdef readonly Py_ssize_t start, count
+
+    def __cinit__(self):
+        self.envs = NULL
+
+    def __init__(self, binding, buffers, Py_ssize_t start, Py_ssize_t stop, int mode,
+                 bint keep_final_obs=False):
+        cdef Py_ssize_t n = buffers.num_envs, i, obs_size = binding.OBS_ELEMENTS
+        cdef atari_state* states
+        cdef AtariGame game
+        if not 0 <= start < stop <= n:
+            raise ValueError(f"block [{start}, {stop}) is not inside [0, {n})")
+        if mode not in (0, 1, 2):
+            raise ValueError(f"autoreset mode must be 0, 1 or 2, got {mode}")
+        self.binding = binding
+        self.buffers = buffers
+        self.start = start
+        self.count = stop - start
+        states = (<atari_state*>_address(buffers.env_states, np.uint8, n * sizeof(atari_state))) + start
+        self.envs = <atari_env*>PyMem_Calloc(self.count, sizeof(atari_env))
+        if self.envs == NULL:
+            raise MemoryError()
+        self.games = []
+        for i in range(self.count):
+            game = AtariGame(binding, start + i)
+            self.games.append(game)
+            self.envs[i].state = states + i
+            self.envs[i].game = <void*>game
+            self.envs[i].failed = &self.view.failed
+            self.envs[i].obs_size = <int>obs_size
+            self.envs[i].act_size = 1
+        self.view.envs = self.envs
+        self.view.count = self.count
+        self.view.mode = mode
+        self.view.failed = 0
+        self.view.block = <void*>self
+        self.view.episodes = (<shoal_episode*>_address(buffers.episodes, buffers.episodes.dtype, n)) + start
+        self.view.requests = (<uint8_t*>_address(buffers.reset_requests, np.uint8, n)) + start
+        self.view.seeds = (<uint64_t*>_address(buffers.seeds, np.uint64, n)) + start
+        self.view.actions = (<int32_t*>_address(buffers.actions, np.int32, n)) + start
+        self.view.obs = (<uint8_t*>_address(buffers.obs, np.uint8, n * obs_size)) + start * obs_size
+        self.view.rewards = (<float*>_address(buffers.rewards, np.float32, n)) + start
+        self.view.terminals = (<uint8_t*>_address(buffers.terminals, np.bool_, n)) + start
+        self.view.truncations = (<uint8_t*>_address(buffers.truncations, np.bool_, n)) + start
+        self.view.masks = (<uint8_t*>_address(buffers.masks, np.bool_, n)) + start
+        self.view.final_obs = NULL
+        if keep_final_obs:
+            self.view.final_obs = (<uint8_t*>_address(buffers.final_obs, np.uint8, n * obs_size)) \
+                + start * obs_size
+        self.ops.run = _serve_block
+        self.ops.ctx = <void*>&self.view
+
+    def __dealloc__(self):
+        PyMem_Free(self.envs)
+
+    def _raise_if_failed(self):
+        if not self.view.failed:
+            return
+        for game in self.games:
+            if game.error is not None:
+                error = game.error
+                error.add_note(f"raised by {self.binding.spec.name} env {game.index} of the pool "
+                               f"(shoal's Atari binding); the block is unusable")
+                raise error
+        raise RuntimeError(f"{self.binding.spec.name}: an env call failed")
+
+    def failure_report(self) -> str:
+        """What a failing worker writes to stderr before it exits."""
+        for game in self.games:
+            if game.error is not None:
+                trace = "".join(traceback.format_exception(game.error))
+                return (f"shoal worker for {self.binding.spec.name} envs {self.start}.."
+                        f"{self.start + self.count - 1}: env {game.index} raised; the worker exits\n{trace}")
+        return f"shoal worker for {self.binding.spec.name}: an env call failed; the worker exits\n"
+
+    def step(self):
+        """Step every env of the block once (actions read from the buffer)."""
+        with nogil:
+            _run_block(&self.view, SHOAL_CMD_STEP)
+        self._raise_if_failed()
+
+    def reset(self):
+        """Reset the envs whose reset_requests entry is RESET or RESEED."""
+        with nogil:
+            _run_block(&self.view, SHOAL_CMD_RESET)
+        self._raise_if_failed()
+
+    @cython.boundscheck(False)
+    def run_steps(self, int32_t[:, ::1] action_table, Py_ssize_t steps, Py_ssize_t first_row=0):
+        """The plain loop, for benchmarks: `steps` steps of the block in one
+        call, step t reading its actions from row (first_row + t) %
+        len(action_table) (a caller chaining calls passes where it stopped)."""
+        cdef Py_ssize_t t, k = action_table.shape[0]
+        cdef BlockView view = self.view
+        if action_table.shape[1] != view.count or k == 0:
+            raise ValueError(f"action_table rows need {view.count} actions")
+        first_row %= k
+        with nogil:
+            for t in range(steps):
+                view.actions = &action_table[(first_row + t) % k, 0]
+                _run_block(&view, SHOAL_CMD_STEP)
+                if self.view.failed:     # envs flag the block's own view
+                    break
+        self._raise_if_failed()
+
+    @property
+    def ops_address(self):
+        """Address of this block's C ops table, for the worker loop."""
+        return <size_t>&self.ops
+
+
+# ---- the binding of one configured game -------------------------------------------
+
+class AtariBinding:
+    """Sizes and dtypes of one configured Atari env, and its Block."""
+
+    AGENTS_PER_ENV = 1
+    ACT_ELEMENTS = 1
+    OBS_DTYPE = np.dtype(np.uint8)
+    ACT_DTYPE = np.dtype(np.int32)
+    STATE_DTYPE = STATE_DTYPE
+    ENV_BYTES = sizeof(atari_state)
+    INFO_KEYS = ("lives", "episode_frame_number", "frame_number")
+
+    def __init__(self, spec: EnvSpec):
+        ale_py, _ = _libraries()
+        from ale_py import roms
+        kwargs = spec.env_kwargs
+        self.spec = spec
+        path = roms.get_rom_path(ROM_IDS[spec.name])
+        if path is None:
+            raise FileNotFoundError(f"ale-py {ale_py.__version__} has no ROM {ROM_IDS[spec.name]!r} "
+                                    f"for {spec.name}")
+        self.rom_path = str(path)
+        # One emulator per process reads what the game is: its action set and screen.
+        probe = _new_emulator(ale_py, kwargs)
+        probe.loadROM(self.rom_path)
+        actions = probe.getLegalActionSet() if kwargs["full_action_space"] else probe.getMinimalActionSet()
+        self.action_set = tuple(actions)
+        self.fire_start = kwargs["use_fire_reset"] and ale_py.Action.FIRE in self.action_set
+        height, width = probe.getScreenDims()
+        self.screen_shape = (height, width) if kwargs["gray_scale"] else (height, width, 3)
+        del probe
+        self.OBS_ELEMENTS = int(np.prod(spec.obs_shape))
+        self.MAX_EPISODE_STEPS = spec.max_episode_steps
+        check_spec_against_binding(spec, self)
+        if (len(self.action_set),) != tuple(spec.action_nvec):
+            raise SpecMismatchError(f"{spec.name}: ale-py {ale_py.__version__} gives {len(self.action_set)} "
+                                    f"actions, the spec {spec.action_nvec[0]} (envs/atari/games.py)")
+
+    def info(self, env_states: np.ndarray) -> dict:
+        """gymnasium's step info of every env after its last step or reset,
+        from the pool's env_states buffer: {name: array (num_envs,)}."""
+        states = env_states.view(STATE_DTYPE)
+        return {key: states[key] for key in self.INFO_KEYS}
+
+    def Block(self, buffers, start: int, stop: int, mode: int, keep_final_obs: bool = False):
+        return Block(self, buffers, start, stop, mode, keep_final_obs)
+
+    def render_pool(self, pool, index: int) -> np.ndarray:
+        """The RGB screen (H, W, 3) of env `index` of a pool whose envs live
+        in this process (Serial; SingleEnv is one)."""
+        for batch in getattr(pool, "_blocks", ()):
+            for block in batch:
+                if block.start <= index < block.start + block.count:
+                    return block.games[index - block.start].screen_rgb()
+        raise ValueError(f"rendering {self.spec.name} needs its emulator in this process: use "
+                         f"backend='serial' (gymnasium.make and SingleEnv do); a Multiprocessing "
+                         f"pool keeps it in its workers")
+
+
+_bindings: dict = {}
+
+
+def binding_for(spec: EnvSpec) -> AtariBinding:
+    """The binding of `spec` (one per game and options, per process)."""
+    key = (spec.name, tuple(sorted(spec.env_kwargs.items())))
+    if key not in _bindings:
+        _bindings[key] = AtariBinding(spec)
+    return _bindings[key]

@@ -1,0 +1,343 @@
+"""shoal's native Atari envs: frame for frame gymnasium's ALE v5 +
+AtariPreprocessing + FrameStackObservation (sticky actions off and on, lives,
+truncation, RGB and other sizes), the options gymnasium has not (EnvPool's
+episodic_life, use_fire_reset, reward_clip), the game list, the pools and
+ids, loud env failures, and life without ale-py."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ale_py = pytest.importorskip("ale_py", reason="Atari envs need the atari extra")
+pytest.importorskip("cv2", reason="Atari envs need the atari extra (opencv-python-headless)")
+gymnasium = pytest.importorskip("gymnasium")
+
+from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation  # noqa: E402
+
+import shoal  # noqa: E402
+from shoal.envs.atari import DEFAULT_KWARGS, MINIMAL_ACTIONS, SPECS  # noqa: E402
+from shoal.envs.atari.games import GAMES, MULTIPLAYER_ONLY, generate_rows  # noqa: E402
+from shoal.pool.native import Multiprocessing, Serial  # noqa: E402
+from shoal.pool.workers import WorkerError  # noqa: E402
+
+gymnasium.register_envs(ale_py)
+ATARI = [spec.name for spec in SPECS]
+
+
+def reference(game: str, **kwargs):
+    """gymnasium's own stack for shoal env `game` with shoal's options."""
+    kw = {**DEFAULT_KWARGS, **kwargs}
+    env = gymnasium.make(f"ALE/{game}-v5", frameskip=1,
+                         repeat_action_probability=kw["repeat_action_probability"],
+                         full_action_space=kw["full_action_space"],
+                         max_num_frames_per_episode=kw["max_num_frames_per_episode"])
+    env = AtariPreprocessing(env, frame_skip=kw["frameskip"], noop_max=kw["noop_max"],
+                             terminal_on_life_loss=kw["terminal_on_life_loss"],
+                             screen_size=(kw["img_width"], kw["img_height"]),
+                             grayscale_obs=kw["gray_scale"])
+    return FrameStackObservation(env, kw["stack_num"])
+
+
+def compare_with_gymnasium(game: str, steps: int, seed: int, **kwargs) -> int:
+    """Step a Serial pool of one env (NEXT_STEP autoreset) and gymnasium's
+    stack (reset by hand after an episode) with the same seed and random
+    actions; every obs, reward, flag and info value must be equal. Returns
+    the number of episodes that ended."""
+    ref = reference(game, **kwargs)
+    pool = Serial(game, 1, seed=seed, env_kwargs=kwargs)
+    binding = pool.spec.load_binding()
+    clip = pool.spec.env_kwargs["reward_clip"]
+    ends, ref_done = 0, False
+    try:
+        obs, _ = pool.reset(seed=seed)
+        ref_obs, ref_info = ref.reset(seed=seed)
+        assert obs.shape[1:] == ref_obs.shape == pool.spec.obs_shape
+        np.testing.assert_array_equal(obs[0], ref_obs, err_msg=f"{game}: first reset")
+        rng = np.random.default_rng(seed)
+        for t in range(steps):
+            action = int(rng.integers(pool.spec.action_nvec[0]))
+            obs, rew, term, trunc, _ = pool.step(np.array([action]))
+            if ref_done:   # the pool's NEXT_STEP reset step: reward 0, flags false
+                (ref_obs, ref_info), ref_rew, ref_term, ref_trunc = ref.reset(), 0.0, False, False
+            else:
+                ref_obs, ref_rew, ref_term, ref_trunc, ref_info = ref.step(action)
+            ref_done = ref_term or ref_trunc
+            ends += ref_done
+            where = f"{game} {kwargs} step {t}"
+            np.testing.assert_array_equal(obs[0], ref_obs, err_msg=where)
+            assert rew[0] == (np.sign(ref_rew) if clip else ref_rew), where
+            assert (term[0], trunc[0]) == (ref_term, ref_trunc), where
+            info = binding.info(pool.env_states)
+            assert {key: int(values[0]) for key, values in info.items()} == \
+                {key: ref_info[key] for key in info}, where
+    finally:
+        pool.close()
+        ref.close()
+    return ends
+
+
+# ---- alignment ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("game, steps, seed, kwargs, min_ends", [
+    # Truncation by the frame limit, twice.
+    ("Pong", 260, 1, dict(repeat_action_probability=0.0, max_num_frames_per_episode=500), 2),
+    # Lives: every lost life ends an episode, the game restarts.
+    ("Breakout", 400, 2, dict(repeat_action_probability=0.0, terminal_on_life_loss=True), 4),
+    # gymnasium's v5 defaults: sticky actions on (the same emulator seed), 30 no-ops.
+    ("Breakout", 250, 3, dict(), 0),
+    # RGB, another stack and a non-square size.
+    ("SpaceInvaders", 150, 4, dict(gray_scale=False, img_height=72, img_width=96, stack_num=3,
+                                   repeat_action_probability=0.0), 0),
+    # Full action space, another frame skip, few no-ops, clipped rewards.
+    ("MsPacman", 150, 5, dict(full_action_space=True, frameskip=3, noop_max=5, reward_clip=True,
+                              repeat_action_probability=0.0), 0),
+    # No frame skip (nothing to max-pool), no frame stack.
+    ("Seaquest", 150, 6, dict(frameskip=1, stack_num=1, noop_max=0), 0),
+])
+def test_matches_gymnasium_frame_for_frame(game, steps, seed, kwargs, min_ends):
+    assert compare_with_gymnasium(game, steps, seed, **kwargs) >= min_ends
+
+
+def test_rgb_frames_are_the_emulators_screen():
+    env = gymnasium.make("shoal/Pong-v5", render_mode="rgb_array", repeat_action_probability=0.0)
+    ref = gymnasium.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.0, render_mode="rgb_array")
+    ref = AtariPreprocessing(ref, noop_max=30)
+    env.reset(seed=9)
+    ref.reset(seed=9)
+    for action in [0, 2, 2, 3, 1]:
+        _, _, _, _, info = env.step(action)
+        _, _, _, _, ref_info = ref.step(action)
+    assert info == {key: float(ref_info[key]) for key in info}
+    frame = env.render()
+    assert frame.shape == (210, 160, 3) and frame.dtype == np.uint8
+    np.testing.assert_array_equal(frame, ref.render())
+    assert env.metadata["render_modes"] == ["rgb_array"] and env.metadata["render_fps"] == 15
+    env.close()
+    ref.close()
+    with Multiprocessing("Pong", 2, seed=0) as pool:
+        from shoal.pool import render
+        with pytest.raises(ValueError, match="backend='serial'"):
+            render.frame(pool, 0)
+
+
+# ---- what gymnasium's stack has not --------------------------------------------------
+
+def test_episodic_life_ends_episodes_on_lost_lives_and_the_game_goes_on():
+    """EnvPool's episodic_life: up to the first lost life the same as
+    terminal_on_life_loss; then the reset continues the game (one life fewer,
+    the frame count goes on), and only a game over restarts it."""
+    kwargs = dict(repeat_action_probability=0.0, noop_max=0)
+    with Serial("Breakout", 1, seed=0, env_kwargs=dict(episodic_life=True, **kwargs)) as pool, \
+            Serial("Breakout", 1, seed=0, env_kwargs=dict(terminal_on_life_loss=True, **kwargs)) as twin:
+        info = pool.spec.load_binding().info
+        rng = np.random.default_rng(0)
+        lives_after_resets, first_end_seen = [], False
+        for t in range(700):
+            action = np.array([rng.integers(4)])
+            obs, _, term, trunc, _ = pool.step(action)
+            if not first_end_seen:
+                twin_obs, _, twin_term, _, _ = twin.step(action)
+                np.testing.assert_array_equal(obs, twin_obs)
+                assert term[0] == twin_term[0]
+            if pool.episodes["needs_reset"][0]:
+                first_end_seen = True
+                frames_at_end = int(info(pool.env_states)["episode_frame_number"][0])
+                pool.step(action)                                   # the autoreset step
+                lives = int(info(pool.env_states)["lives"][0])
+                lives_after_resets.append(lives)
+                if lives < 5:                                        # a lost life, not a game over
+                    assert int(info(pool.env_states)["episode_frame_number"][0]) >= frames_at_end
+    # 5 lives: four continued episodes, then a game over restarts with 5.
+    assert lives_after_resets[:5] == [4, 3, 2, 1, 5], lives_after_resets
+
+
+def test_fire_reset_launches_the_ball_where_the_game_has_fire():
+    """use_fire_reset (EnvPool's fire start): the last start frame is FIRE.
+    Breakout's ball then flies without the agent firing, so doing nothing
+    loses a life; without it, doing nothing never does. A game without FIRE
+    (Freeway) is unchanged."""
+    kwargs = dict(repeat_action_probability=0.0, noop_max=0)
+    for fire, life_lost in ((True, True), (False, False)):
+        with Serial("Breakout", 1, seed=0, env_kwargs=dict(use_fire_reset=fire, **kwargs)) as pool:
+            info = pool.spec.load_binding().info
+            assert info(pool.env_states)["episode_frame_number"][0] == (1 if fire else 0)
+            for _ in range(150):
+                pool.step(np.zeros(1, np.int64))
+            assert (info(pool.env_states)["lives"][0] < 5) == life_lost
+    runs = []
+    for fire in (True, False):
+        with Serial("Freeway", 1, seed=0, env_kwargs=dict(use_fire_reset=fire)) as pool:
+            runs.append([pool.obs.copy()] + [pool.step(np.ones(1, np.int64))[0].copy() for _ in range(20)])
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+def test_noop_starts_are_uniform_in_one_to_noop_max():
+    with Serial("Pong", 1, seed=0, env_kwargs=dict(noop_max=30)) as pool:
+        info = pool.spec.load_binding().info
+        starts = []
+        for _ in range(120):
+            pool.reset()                         # continues the env's no-op RNG
+            starts.append(int(info(pool.env_states)["episode_frame_number"][0]))
+    assert min(starts) >= 1 and max(starts) <= 30
+    assert len(set(starts)) >= 25                 # 120 draws of 30 values: all but a few seen
+
+
+# ---- games, specs, options -------------------------------------------------------------
+
+def test_games_are_ale_pys_v5_set_under_gymnasiums_names():
+    roms = set(ale_py.roms.get_all_rom_ids())
+    assert {rom for _, rom, _ in GAMES} == roms - MULTIPLAYER_ONLY
+    v5 = sorted(env_id[4:-3] for env_id in gymnasium.registry if env_id.startswith("ALE/") and
+                env_id.endswith("-v5"))
+    assert sorted(ATARI) == v5
+    others = [name for name in shoal.envs.names() if name not in ATARI]
+    key = lambda name: name.lower().replace("_", "").replace("-", "")   # noqa: E731 (the lookup's rule)
+    assert not {key(n) for n in ATARI} & {key(n) for n in others}, "an Atari name shadows another env"
+    assert len({key(n) for n in ATARI}) == len(ATARI)
+    for name in ATARI:
+        spec = shoal.envs.spec(name)
+        assert spec.name == name and spec.kind == "worker"
+        assert shoal.registration.gym_id(name) == f"shoal/{name}-v5" and f"shoal/{name}-v5" in gymnasium.registry
+    assert shoal.envs.spec("montezuma_revenge").name == "MontezumaRevenge"
+
+
+@pytest.mark.parametrize("game", ["Pong", "Breakout", "Seaquest", "MontezumaRevenge", "Freeway", "Tetris"])
+def test_minimal_action_counts_match_the_emulator(game):
+    binding = shoal.envs.spec(game).load_binding()        # checks the count (SpecMismatchError)
+    assert len(binding.action_set) == MINIMAL_ACTIONS[game]
+    assert shoal.envs.spec(game, full_action_space=True).load_binding().action_set[0] == ale_py.Action.NOOP
+
+
+@pytest.mark.slow
+def test_the_whole_games_table_matches_ale_py():
+    assert generate_rows() == list(GAMES)
+
+
+def test_spaces_and_options():
+    spec = shoal.envs.spec("Pong")
+    assert spec.single_action_space == gymnasium.spaces.Discrete(6)
+    assert spec.single_observation_space == gymnasium.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    assert spec.env_kwargs == DEFAULT_KWARGS and spec.max_episode_steps is None
+    assert shoal.envs.spec("Pong", full_action_space=True).single_action_space.n == 18
+    assert shoal.envs.spec("Pong", gray_scale=False, stack_num=2, img_height=64, img_width=48).obs_shape \
+        == (2, 64, 48, 3)
+    assert shoal.envs.spec("Pong", max_num_frames_per_episode=None).env_kwargs["max_num_frames_per_episode"] == 0
+    with pytest.raises(TypeError, match="unknown keyword arguments.*it takes"):
+        shoal.envs.spec("Pong", screen_size=84)
+    for bad in (dict(frameskip=0), dict(noop_max=-1), dict(img_height=2.5), dict(gray_scale="yes"),
+                dict(repeat_action_probability=1.5), dict(stack_num=True)):
+        with pytest.raises(ValueError):
+            shoal.envs.spec("Pong", **bad)
+    with pytest.raises(ValueError, match="exclude each other"):
+        shoal.envs.spec("Breakout", episodic_life=True, terminal_on_life_loss=True)
+
+
+# ---- pools, ids ----------------------------------------------------------------------------
+
+def test_pools_agree_and_follow_the_seed_rule():
+    """Serial and Multiprocessing pools (SAME_STEP, final obs) step alike; env
+    i of a pool reset with seed s is gymnasium.make's env reset with s + i."""
+    n, steps = 3, 60
+    kwargs = dict(max_num_frames_per_episode=120, stack_num=2)
+    actions = np.random.default_rng(0).integers(0, 6, (steps, n))
+    runs = []
+    for make in (lambda: Serial("Pong", n, seed=0, autoreset_mode="same_step", env_kwargs=kwargs),
+                 lambda: Multiprocessing("Pong", n, num_workers=2, seed=0, autoreset_mode="same_step",
+                                         env_kwargs=kwargs)):
+        with make() as pool:
+            trace = [pool.reset(seed=7)[0].copy()]
+            for t in range(steps):
+                obs, rew, term, trunc, info = pool.step(actions[t])
+                trace.append(np.concatenate([obs.ravel(), rew, term, trunc]))
+                if info["_final_obs"].any():
+                    trace.append(info["final_obs"][info["_final_obs"]].ravel())
+            runs.append(trace)
+    assert len(runs[0]) > steps + 1, "no episode ended: SAME_STEP's final obs untested"
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_array_equal(a, b)
+    single = gymnasium.make("shoal/Pong-v5", **kwargs)
+    first, _ = single.reset(seed=7 + 2)
+    np.testing.assert_array_equal(first, runs[0][0][2])
+    single.close()
+
+
+def test_make_and_make_vec():
+    envs = gymnasium.make_vec("shoal/Breakout-v5", num_envs=2, vectorization_mode="vector_entry_point",
+                              num_workers=2, stack_num=2, reward_clip=True)
+    assert envs.single_observation_space.shape == (2, 84, 84)
+    assert envs.single_action_space == gymnasium.spaces.Discrete(4)
+    obs, _ = envs.reset(seed=0)
+    obs, rewards, *_ = envs.step(envs.action_space.sample())
+    assert obs.shape == (2, 2, 84, 84) and obs.dtype == np.uint8 and set(rewards) <= {-1.0, 0.0, 1.0}
+    envs.close()
+    with shoal.make("Pong", 2, backend="serial", gray_scale=False, seed=0) as pool:
+        assert pool.obs.shape == (2, 4, 84, 84, 3)
+        pool.step(np.zeros(2, np.int64))
+
+
+def test_cuda_backend_refuses_atari():
+    cuda = pytest.importorskip("shoal.cuda")
+    with pytest.raises(ValueError, match="library-backed env.*no CUDA kernel"):
+        cuda.CudaVecEnv("Pong", 4)
+
+
+# ---- failures ------------------------------------------------------------------------------
+
+@pytest.fixture
+def broken_binding():
+    """A Pong binding (its own options, so that no other test shares it)
+    whose frame buffers have the wrong shape: the emulator then refuses to
+    fill them, inside the env's first reset."""
+    spec = shoal.envs.spec("Pong", noop_max=3, img_height=80)
+    binding = spec.load_binding()
+    saved = binding.screen_shape
+    binding.screen_shape = (10, 10)
+    yield spec
+    binding.screen_shape = saved
+
+
+def test_an_env_error_is_raised_in_this_process(broken_binding):
+    with pytest.raises(RuntimeError, match="Invalid shape") as raised:
+        Serial(broken_binding, 2, seed=0)
+    assert "raised by Pong env 0 of the pool" in "".join(raised.value.__notes__)
+
+
+def test_an_env_error_kills_its_worker_loudly(broken_binding, capfd):
+    with pytest.raises(WorkerError, match="died"):
+        Multiprocessing(broken_binding, 4, num_workers=2, seed=0, context="fork")
+    err = capfd.readouterr().err
+    assert "env 0 raised; the worker exits" in err and "Invalid shape" in err
+
+
+def test_block_run_steps_refuses_an_out_of_range_action():
+    with Serial("Pong", 2, seed=0) as pool:
+        block = pool._blocks[0][0]
+        block.run_steps(np.zeros((3, block.count), np.int32), 5)
+        with pytest.raises(ValueError, match=r"action 6 is not in Discrete\(6\)"):
+            block.run_steps(np.full((1, block.count), 6, np.int32), 1)
+
+
+def test_without_ale_py_everything_else_works_and_the_error_names_the_extra(tmp_path):
+    code = """
+import importlib.abc, sys
+class NoAtari(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("ale_py", "cv2"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoAtari())
+import numpy as np, shoal, gymnasium
+print(shoal.envs.spec("Pong").single_action_space, shoal.envs.spec("Pong").obs_shape)
+with shoal.make("CartPole", 2, backend="serial") as pool:
+    pool.step(np.zeros(2, np.int64))
+try:
+    shoal.make("Pong", 2)
+except ImportError as e:
+    print("ImportError:", e)
+"""
+    out = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Discrete(6) (4, 84, 84)" in out.stdout
+    assert 'ImportError: shoal\'s Atari envs need ale-py and opencv-python-headless: pip install "shoal[atari]"' \
+        in out.stdout
