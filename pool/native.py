@@ -57,6 +57,11 @@ from shoal.pool.layout import Buffers
 from shoal.pool.workers import WAIT_SLICE_S as _WAIT_SLICE_S
 from shoal.pool.workers import ParentWatch, WorkerError, Workers, start_method, start_worker
 
+# The parent's wait (Multiprocessing): after a step longer than LONG_STEP_S it
+# yields its core for only LONG_STEP_YIELD_S before sleeping on a futex.
+LONG_STEP_S = 0.5e-3
+LONG_STEP_YIELD_S = 20e-6
+
 # Keyword arguments of the pools themselves; shoal.make and the gymnasium
 # vector env pass any other keyword to the env (env_kwargs).
 POOL_ARGS = frozenset({"num_workers", "batch_size", "autoreset_mode", "seed", "timeout", "context"})
@@ -635,6 +640,7 @@ class Multiprocessing(NativePool):
 
     def __init__(self, env, num_envs: int, *, context: str | None = None, **kwargs):
         self._context = start_method(context)
+        self._yield_s = _native.YIELD_S
         super().__init__(env, num_envs, **kwargs)
 
     def _start_workers(self) -> None:
@@ -683,9 +689,23 @@ class Multiprocessing(NativePool):
 
     def _finish(self, batch: int) -> None:
         first, count = self._batch_workers[batch]
+        started = time.perf_counter()
+        try:
+            self._wait(first, count)
+        finally:
+            # How this wait went decides how the next one waits: steps longer
+            # than LONG_STEP_S (MuJoCo, Atari) sleep on the futex almost at
+            # once, leaving the core to the workers (on a machine with as many
+            # workers as cores, a yielding parent takes a share of theirs);
+            # short steps (CartPole) yield, as a futex wake-up costs more than
+            # the step.
+            long_step = time.perf_counter() - started > LONG_STEP_S
+            self._yield_s = LONG_STEP_YIELD_S if long_step else _native.YIELD_S
+
+    def _wait(self, first: int, count: int) -> None:
         if self.timeout is None:
             while True:  # the caller closes the pool on any exception
-                busy = _native.wait_done(self._ctrl, first, count, _WAIT_SLICE_S)
+                busy = _native.wait_done(self._ctrl, first, count, _WAIT_SLICE_S, self._yield_s)
                 if busy < 0:
                     return
                 if not self._workers.processes[busy].is_alive():
@@ -693,7 +713,8 @@ class Multiprocessing(NativePool):
         deadline = time.monotonic() + self.timeout
         while True:
             left = deadline - time.monotonic()
-            busy = _native.wait_done(self._ctrl, first, count, max(0.0, min(_WAIT_SLICE_S, left)))
+            busy = _native.wait_done(self._ctrl, first, count, max(0.0, min(_WAIT_SLICE_S, left)),
+                                     self._yield_s)
             if busy < 0:
                 return
             if not self._workers.processes[busy].is_alive():
