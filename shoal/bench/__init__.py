@@ -57,6 +57,7 @@ Usage:
     python -m shoal bench --contenders python      # the Python-env section only
     python -m shoal bench --contenders envs        # agent-steps/s of every first-party env
     python -m shoal bench --contenders mujoco      # the MuJoCo section
+    python -m shoal bench --contenders atari       # the Atari section (not in "all": ~5 minutes)
 
 The "envs" section (shoal.bench.envs) measures agent-steps/s of every
 first-party env: its C loop and Serial pool on one core, and processes on
@@ -69,8 +70,18 @@ envs, EnvPool, gymnasium's vectorizers, shoal.pool.AsyncVectorEnv and the
 native env's plain C loop, against the targets of the mujoco issue; it is
 skipped with a note when mujoco is not installed.
 
+The Atari section (contender group "atari", shoal.bench.atari; options
+--atari-games, --atari-num-envs, --atari-rounds, --atari-seconds) compares,
+per game (Pong, Breakout) and num_envs in interleaved rounds, shoal's native
+Atari envs, EnvPool, ale-py's AtariVectorEnv, gymnasium's vectorizers and
+shoal.pool.AsyncVectorEnv over gymnasium's wrapper stack, and a bare
+ALEInterface.act loop (the emulation limit per core), all with the same
+standard preprocessing, against the targets of the atari issue; it is
+skipped with a note when ale-py or OpenCV is missing. It is not in the "all"
+group (its full run takes minutes): ask for it with --contenders atari.
+
 Layout: this module is the command line and the report's header; one module
-per section (cartpole, python_envs, envs, mujoco), all timed with timing. A section
+per section (cartpole, python_envs, envs, mujoco, atari), all timed with timing. A section
 imports timing (and python_envs the gymnasium helpers of cartpole), never
 this module.
 """
@@ -84,18 +95,20 @@ import sys
 
 import numpy as np
 
-from shoal.bench import cartpole, envs, mujoco, python_envs
+from shoal.bench import atari, cartpole, envs, mujoco, python_envs
 from shoal.bench.cartpole import ENV, ENVPOOL, envpool_version
 from shoal.bench.timing import ACTION_TABLE_ROWS, Settings, cpu_line
 # Re-exported for scripts (scripts/train_speed.py: cpu_model).
 from shoal.bench.timing import cpu_model, format_rate  # noqa: F401
 
-# Sections to come (Atari, ...): one module each beside cartpole.py,
+# Sections to come: one module each beside cartpole.py,
 # with a run(...) -> (markdown lines, errors), a name below, a group in GROUPS
 # and a call in main(); measured with shoal.bench.timing like the others.
 PYTHON_SECTION = "Python-env section"  # a group of its own, reported in its own table
 ENVS_SECTION = "first-party envs section"  # agent-steps/s of every env (shoal.bench.envs)
 MUJOCO_SECTION = "MuJoCo section"  # native MuJoCo vs EnvPool vs gymnasium vs C loop (shoal.bench.mujoco)
+ATARI_SECTION = "Atari section"  # native Atari vs EnvPool vs AtariVectorEnv vs gymnasium vs bare ALE
+SECTIONS = (PYTHON_SECTION, ENVS_SECTION, MUJOCO_SECTION, ATARI_SECTION)
 GROUPS = {
     "c_loop": [cartpole.C_LOOP],
     "serial": [cartpole.SERIAL],
@@ -111,6 +124,7 @@ GROUPS = {
     "python": [PYTHON_SECTION],
     "envs": [ENVS_SECTION],
     "mujoco": [MUJOCO_SECTION],
+    "atari": [ATARI_SECTION],   # not in "all": its full run takes minutes (shoal.bench.atari)
     "all": [cartpole.C_LOOP, *cartpole.SHOAL, cartpole.GYM_SYNC, cartpole.GYM_ASYNC, *cartpole.ENVPOOL,
             PYTHON_SECTION, ENVS_SECTION, MUJOCO_SECTION],
 }
@@ -118,7 +132,7 @@ GROUPS = {
 
 def main_sweep(s: Settings) -> bool:
     """Whether any contender of the main (native CartPole) table is selected."""
-    return any(c not in (PYTHON_SECTION, ENVS_SECTION, MUJOCO_SECTION) for c in s.contenders)
+    return any(c not in SECTIONS for c in s.contenders)
 
 
 def header(cores: int, envpool_ver: str | None, s: Settings) -> list[str]:
@@ -181,7 +195,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"comma-separated subset of: {', '.join(GROUPS)} (default all; the C loop, "
                         f"the reference of every ratio, always runs with the main table; "
                         f"\"python\" is the Python-env section and \"envs\" the first-party envs section, "
-                        f"each with a table of its own)")
+                        f"each with a table of its own; \"atari\", the Atari section, is not in \"all\")")
     p.add_argument("--python-num-envs", type=int_list, default=None,
                    help="num_envs of the Python-env section (default 16,64; quick: 16)")
     p.add_argument("--python-rounds", type=int, default=None,
@@ -189,6 +203,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--python-seconds", type=float, default=None,
                    help="duration of one round in the Python-env section (default 0.5; quick: 0.1)")
     mujoco.add_arguments(p, int_list)  # --mujoco-envs, --mujoco-num-envs, --mujoco-rounds, --mujoco-seconds
+    atari.add_arguments(p, int_list)   # --atari-games, --atari-num-envs, --atari-rounds, --atari-seconds
     p.add_argument("--quick", action="store_true", help="smoke mode: tiny sweep, short runs, one repeat")
     p.add_argument("--out", help="also write the markdown report to this file")
     return p
@@ -244,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         ms = mujoco.settings(args, sorted(set(s.workers)), s.warmup, s.gym_max_envs)
         mujoco_lines, mujoco_errors = mujoco.run(ms, cores, envpool_ver, log=sys.stderr)
         errors += mujoco_errors
+    if ATARI_SECTION in s.contenders:  # forks too; builds its threaded contenders after its forks, per group
+        atari_settings = atari.settings(args, sorted(set(s.workers)), s.warmup, s.gym_max_envs)
+        atari_lines, atari_errors = atari.run(atari_settings, cores, envpool_ver, log=sys.stderr)
+        errors += atari_errors
     if main_sweep(s):
         main_lines, main_errors = cartpole.run(s, cores, envpool_ver, log=sys.stderr)
         errors += main_errors
@@ -254,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         report += [""] + envs_lines
     if MUJOCO_SECTION in s.contenders:
         report += [""] + mujoco_lines
+    if ATARI_SECTION in s.contenders:
+        report += [""] + atari_lines
     if notes or errors:
         report += ["", "## Notes", ""] + [f"- {line}" for line in notes + errors]
     text = "\n".join(report) + "\n"
