@@ -339,5 +339,20 @@ except ImportError as e:
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "Discrete(6) (4, 84, 84)" in out.stdout
-    assert 'ImportError: shoal\'s Atari envs need ale-py and opencv-python-headless: pip install "shoal[atari]"' \
+    assert 'ImportError: shoal\'s Atari envs need ale-py: pip install "shoal[atari]"' \
         in out.stdout
+
+
+def test_area_resize_equals_opencv_byte_for_byte():
+    """The binding's INTER_AREA resize (tables built once per env) against
+    cv2.resize on random and flat-coloured screens, gray and RGB, several sizes."""
+    cv2 = pytest.importorskip("cv2")
+    from shoal.envs.atari.binding import resize_area
+
+    rng = np.random.default_rng(0)
+    cases = [((210, 160), (84, 84)), ((210, 160, 3), (72, 96)), ((210, 160), (64, 48)), ((250, 160), (84, 84))]
+    for t in range(80):
+        shape, (h, w) = cases[t % len(cases)]
+        screen = (rng.integers(0, 256, shape) if t % 3 else rng.integers(0, 5, shape) * 63).astype(np.uint8)
+        np.testing.assert_array_equal(resize_area(screen, h, w),
+                                      cv2.resize(screen, (w, h), interpolation=cv2.INTER_AREA))

@@ -65,8 +65,8 @@ then gymnasium's v5 stack, which has no fire start. EnvPool's v5 defaults
 also differ in repeat_action_probability (0 there).
 
 The specs import without ale-py; making an env needs it
-(`pip install "shoal[atari]"`: ale-py, which ships the emulator and the ROMs,
-and opencv-python-headless).
+(`pip install "shoal[atari]"`: ale-py, which ships the emulator and the ROMs;
+the resize is shoal's own, byte-equal to OpenCV's INTER_AREA).
 """
 from __future__ import annotations
 

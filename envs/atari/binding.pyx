@@ -26,6 +26,7 @@ reports as a dead worker (WorkerError) and closes.
 
 cimport cython
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
+from libc.math cimport lrintf
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memmove
 from posix.unistd cimport _exit
@@ -140,14 +141,13 @@ STATE_DTYPE = np.dtype([("lives", np.int32), ("episode_frame_number", np.int32),
 assert STATE_DTYPE.itemsize == sizeof(atari_state)
 
 
-def _libraries():
-    """(ale_py, cv2), or ImportError naming the extra."""
+def _ale_py():
+    """ale_py, or ImportError naming the extra."""
     try:
         import ale_py
-        import cv2
     except ImportError as e:
-        raise ImportError(f"shoal's Atari envs need ale-py and opencv-python-headless: {INSTALL_HINT}") from e
-    return ale_py, cv2
+        raise ImportError(f"shoal's Atari envs need ale-py: {INSTALL_HINT}") from e
+    return ale_py
 
 
 def _new_emulator(ale_py, kwargs: dict):
@@ -158,6 +158,93 @@ def _new_emulator(ale_py, kwargs: dict):
     ale.setFloat("repeat_action_probability", kwargs["repeat_action_probability"])
     ale.setInt("max_num_frames_per_episode", kwargs["max_num_frames_per_episode"])
     return ale
+
+
+# ---- the resize: OpenCV's INTER_AREA, float for float ----------------------------
+# cv2.resize(INTER_AREA) for a non-integer downscale (210x160 -> 84x84) costs
+# ~66 us a frame, a fifth of a Pong step's emulation, in a general loop that
+# rebuilds its tables every call. Below is the same algorithm (OpenCV's
+# computeResizeAreaTab + ResizeArea_Invoker for uint8: float weights, float
+# row sums, cvRound) with the tables built once per env: identical bytes
+# (tests/test_atari.py compares it with cv2.resize) for a fraction of the time.
+
+def area_taps(int src_size, int dst_size, int channels):
+    """OpenCV's computeResizeAreaTab: per destination pixel, the source pixels
+    it covers and their float32 weights, as (dst index, src index, weight)
+    arrays (indices scaled by the channel count)."""
+    import math
+    scale = src_size / dst_size
+    di, si, alpha = [], [], []
+    for dx in range(dst_size):
+        fsx1 = dx * scale
+        fsx2 = fsx1 + scale
+        cell = min(scale, src_size - fsx1)
+        sx1, sx2 = math.ceil(fsx1), math.floor(fsx2)
+        sx2 = min(sx2, src_size - 1)
+        sx1 = min(sx1, sx2)
+        if sx1 - fsx1 > 1e-3:
+            di.append(dx); si.append(sx1 - 1); alpha.append((sx1 - fsx1) / cell)
+        for sx in range(sx1, sx2):
+            di.append(dx); si.append(sx); alpha.append(1.0 / cell)
+        if fsx2 - sx2 > 1e-3:
+            di.append(dx); si.append(sx2); alpha.append(min(min(fsx2 - sx2, 1.0), cell) / cell)
+    return (np.asarray(di, np.int32) * channels, np.asarray(si, np.int32) * channels,
+            np.asarray(alpha, np.float64).astype(np.float32))
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef void area_resize(const uint8_t* src, Py_ssize_t src_row, uint8_t* dst, Py_ssize_t width,
+                      const int32_t[::1] xdi, const int32_t[::1] xsi, const float[::1] xalpha,
+                      const int32_t[::1] ydi, const int32_t[::1] ysi, const float[::1] yalpha,
+                      int channels, float* buf, float* total) noexcept nogil:
+    """dst (rows of `width` = dst width x channels bytes) = the INTER_AREA
+    resize of src (rows of src_row bytes), with taps from area_taps (x taps
+    scaled by the channel count, y taps not)."""
+    cdef Py_ssize_t j, k, c, dx, dy, prev = ydi[0]
+    cdef const uint8_t* row
+    cdef float beta
+    cdef long v
+    for dx in range(width):
+        total[dx] = 0
+    for j in range(ydi.shape[0]):
+        beta = yalpha[j]
+        dy = ydi[j]
+        row = src + ysi[j] * src_row
+        for dx in range(width):
+            buf[dx] = 0
+        for k in range(xdi.shape[0]):
+            for c in range(channels):
+                buf[xdi[k] + c] += row[xsi[k] + c] * xalpha[k]
+        if dy != prev:
+            for dx in range(width):
+                v = lrintf(total[dx])
+                dst[prev * width + dx] = 0 if v < 0 else (255 if v > 255 else v)
+                total[dx] = beta * buf[dx]
+            prev = dy
+        else:
+            for dx in range(width):
+                total[dx] += beta * buf[dx]
+    for dx in range(width):
+        v = lrintf(total[dx])
+        dst[prev * width + dx] = 0 if v < 0 else (255 if v > 255 else v)
+
+
+def resize_area(screen, int height, int width):
+    """A uint8 screen (H, W) or (H, W, 3) resized to (height, width) by
+    area_resize: what cv2.resize(screen, (width, height),
+    interpolation=cv2.INTER_AREA) returns, for the tests."""
+    screen = np.ascontiguousarray(screen, dtype=np.uint8)
+    cdef int channels = 1 if screen.ndim == 2 else screen.shape[2]
+    xdi, xsi, xalpha = area_taps(screen.shape[1], width, channels)
+    ydi, ysi, yalpha = area_taps(screen.shape[0], height, 1)
+    out = np.zeros((height, width) + screen.shape[2:], np.uint8)
+    cdef const uint8_t[:, ::1] src = screen.reshape(screen.shape[0], -1)
+    cdef uint8_t[:, ::1] dst = out.reshape(height, -1)
+    cdef float[::1] buf = np.zeros(width * channels, np.float32), total = np.zeros(width * channels, np.float32)
+    area_resize(&src[0, 0], src.shape[1], &dst[0, 0], dst.shape[1], xdi, xsi, xalpha, ydi, ysi, yalpha,
+                channels, &buf[0], &total[0])
+    return out
 
 
 # ---- one env -------------------------------------------------------------------
@@ -175,7 +262,11 @@ cdef class AtariGame:
     cdef object action_set, noop, fire, rom_path
     cdef object np_random
     cdef object frames                      # [latest frame, the one before]: the max-pool pair
-    cdef object resize, maximum, inter_area
+    cdef object maximum
+    cdef int32_t[::1] xdi, xsi, ydi, ysi       # the resize's taps (area_taps)
+    cdef float[::1] xalpha, yalpha
+    cdef float[::1] resize_buf, resize_total   # its scratch rows
+    cdef int channels
     cdef tuple dsize, row_shape
     cdef object newest                      # numpy view of the obs row's last frame
     cdef uint8_t* row_address               # the obs row `newest` belongs to
@@ -185,7 +276,7 @@ cdef class AtariGame:
     cdef bint seeded, life_lost
 
     def __init__(self, binding, int index):
-        ale_py, cv2 = _libraries()
+        ale_py = _ale_py()
         kwargs = binding.spec.env_kwargs
         self.index = index
         self.error = None
@@ -201,8 +292,13 @@ cdef class AtariGame:
         self.fire = ale_py.Action.FIRE
         self.fire_start = binding.fire_start
         self.frames = [np.zeros(binding.screen_shape, np.uint8), np.zeros(binding.screen_shape, np.uint8)]
-        self.resize, self.maximum, self.inter_area = cv2.resize, np.maximum, cv2.INTER_AREA
+        self.maximum = np.maximum
         self.dsize = (kwargs["img_width"], kwargs["img_height"])   # OpenCV's order
+        self.channels = 1 if kwargs["gray_scale"] else 3
+        self.xdi, self.xsi, self.xalpha = area_taps(binding.screen_shape[1], kwargs["img_width"], self.channels)
+        self.ydi, self.ysi, self.yalpha = area_taps(binding.screen_shape[0], kwargs["img_height"], 1)
+        self.resize_buf = np.zeros(kwargs["img_width"] * self.channels, np.float32)
+        self.resize_total = np.zeros(kwargs["img_width"] * self.channels, np.float32)
         self.row_shape = tuple(binding.spec.obs_shape)
         self.stack_num = kwargs["stack_num"]
         self.row_bytes = binding.OBS_ELEMENTS
@@ -306,9 +402,10 @@ cdef class AtariGame:
             self.maximum(latest, self.frames[1], out=latest)   # in place, as AtariPreprocessing
         if self.stack_num > 1:
             memmove(obs, obs + self.frame_bytes, (self.stack_num - 1) * self.frame_bytes)
-        written = self.resize(latest, self.dsize, dst=self.newest, interpolation=self.inter_area)
-        if written is not self.newest:   # OpenCV wrote elsewhere: copy it in
-            self.newest[...] = written
+        cdef const uint8_t[:, ::1] screen = latest.reshape(latest.shape[0], -1)
+        area_resize(&screen[0, 0], screen.shape[1], obs + (self.stack_num - 1) * self.frame_bytes,
+                    self.resize_buf.shape[0], self.xdi, self.xsi, self.xalpha, self.ydi, self.ysi,
+                    self.yalpha, self.channels, &self.resize_buf[0], &self.resize_total[0])
         return 0
 
     cdef int write_state(self, atari_state* state) except -1:
@@ -554,7 +651,7 @@ class AtariBinding:
     INFO_KEYS = ("lives", "episode_frame_number", "frame_number")
 
     def __init__(self, spec: EnvSpec):
-        ale_py, _ = _libraries()
+        ale_py = _ale_py()
         from ale_py import roms
         kwargs = spec.env_kwargs
         self.spec = spec
