@@ -156,7 +156,8 @@ def _eval(args: list[str]) -> int:
     p.add_argument("--checkpoint", required=True, help="a checkpoint.pt from shoal train")
     p.add_argument("--episodes", type=int, default=32, help="episodes, one per env (default 32)")
     p.add_argument("--seed", type=int, default=12345)
-    p.add_argument("--sample", action="store_true", help="sample actions (default: argmax)")
+    p.add_argument("--sample", action="store_true",
+                   help="sample actions (default: argmax; Box actions: the Gaussian's mean)")
     p.add_argument("--gif", default=None, help="also write a GIF of one rollout here")
     p.add_argument("--gif-steps", type=int, default=300)
     a = p.parse_args(args)
@@ -182,7 +183,7 @@ def _eval(args: list[str]) -> int:
     if shoal.envs.spec(cfg["env"]["name"]).name != spec.name:
         p.error(f"the checkpoint is for {cfg['env']['name']}, not {spec.name}")
     r = train.evaluate(policy, spec.name, a.episodes, a.seed, deterministic=not a.sample)
-    mode = "sampled" if a.sample else "argmax"
+    mode = "sampled" if a.sample else "mean" if spec.continuous_action else "argmax"
     print(f"{spec.name}: mean return {r['mean_return']:.2f} over {a.episodes} episodes "
           f"({mode} actions; mean length {r['mean_length']:.1f})")
     if a.gif:

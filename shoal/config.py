@@ -173,9 +173,11 @@ RULES: dict[tuple[str, str], tuple] = {
     ("train", "dashboard"): _one_of("auto", "rich", "plain", "none"),
     ("train", "run_dir"): ((lambda v: v != ""), "a folder path"),
     ("train", "checkpoint_interval"): _at_least(0.0),
+    ("train", "reward_clip"): _at_least(0.0, strict=True),
     ("policy", "hidden_size"): _at_least(1),
     ("policy", "num_layers"): _at_least(1),
     ("policy", "activation"): _one_of("tanh", "relu"),
+    ("policy", "obs_clip"): _at_least(0.0, strict=True),
 }
 
 
@@ -197,15 +199,22 @@ def validate(config: Config) -> None:
     for section, keys in config.items():
         for key, value in keys.items():
             check_value(section, key, value)
-    vec, tc = config["vec"], config["train"]
+    vec, tc, pc = config["vec"], config["train"], config["policy"]
     if vec["backend"] != "cuda" and vec["num_envs"] % vec["num_batches"]:
         raise ConfigError(f"[vec] num_batches = {vec['num_batches']}: expected a divisor of "
                           f"[vec] num_envs = {vec['num_envs']} (each batch steps the same number of envs)")
+    if pc.get("separate_critic") and pc["lstm"]:
+        raise ConfigError("[policy] separate_critic = true: expected lstm = false (the separate "
+                          "critic is an MLP of the obs)")
     from shoal import envs  # here: shoal.envs imports the compiled envs
     try:
-        agents = envs.spec(config["env"]["name"]).agents
+        spec = envs.spec(config["env"]["name"])
     except ValueError:  # an unknown env is reported where it is made
-        agents = 1
+        spec = None
+    if spec is not None and vec["backend"] == "cuda" and spec.kind != "header":
+        raise ConfigError(f"[vec] backend = cuda: {spec.name} has no CUDA kernel (its envs are stepped "
+                          f"by CPU workers, kind {spec.kind!r}); use backend multiprocessing or serial")
+    agents = spec.agents if spec is not None else 1
     batch = tc["num_steps"] * vec["num_envs"] * agents
     if tc["num_minibatches"] > batch:
         raise ConfigError(f"[train] num_minibatches = {tc['num_minibatches']}: expected at most the "

@@ -7,13 +7,21 @@
 The file reads top to bottom:
 
 1. the policy: an MLP (optionally followed by an LSTM) with one categorical
-   head per action component (Discrete and MultiDiscrete actions);
+   head per action component (Discrete and MultiDiscrete actions), or a
+   Gaussian head for Box actions (MuJoCo): the mean from the actor, a
+   state-independent log-std; optionally a running observation normaliser
+   (its statistics are buffers of the policy: saved with the weights, used
+   wherever the policy acts) and a critic MLP of its own;
 2. the rollout from the CPU pool: env batches received into one rollout
    buffer (pinned host memory copied non_blocking when the learner is on a
    GPU), with async double buffering so that half the envs step while the
-   policy runs on the other half;
+   policy runs on the other half. Box actions are stored as sampled (what
+   the log-prob scores) and clipped to the action bounds on their way to
+   the env; rewards are optionally scaled by the running std of the
+   discounted return;
 3. GAE and the PPO update: clipped policy and value losses, entropy bonus,
-   advantage normalisation, gradient clipping, learning-rate annealing.
+   advantage normalisation, gradient clipping, learning-rate annealing; then
+   the observation statistics take in the rollout's obs.
    Rows whose agent is absent (pool.masks false) weigh nothing anywhere;
 4. evaluation, checkpoints (atomic, Ctrl-C-proof), logs (CSV, TensorBoard, dashboard);
 5. train(): the run folder (never shared), the loop tying them together.
@@ -60,27 +68,89 @@ def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -
     return layer
 
 
+def mlp(in_size: int, hidden_size: int, num_layers: int, activation: str) -> nn.Sequential:
+    act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
+    layers, size = [], in_size
+    for _ in range(num_layers):
+        layers += [layer_init(nn.Linear(size, hidden_size)), act()]
+        size = hidden_size
+    return nn.Sequential(*layers)
+
+
+def merge_moments(mean, var, count, batch_mean, batch_var, n):
+    """(mean, var, count) of two sets of rows, from each's (Chan et al.'s
+    parallel update): tensors or plain floats."""
+    delta, total = batch_mean - mean, count + n
+    m2 = var * count + batch_var * n + delta**2 * count * n / total  # summed squared deviations
+    return mean + delta * n / total, m2 / total, total
+
+
+class RunningMeanStd(nn.Module):
+    """The mean and (population) variance of every row seen so far, per
+    component, merged one batch at a time (Chan et al.'s parallel update).
+    float64 buffers: saved in a state_dict, moved by .to(). Before any
+    update: mean 0, var 1 (normalising is then the identity)."""
+
+    def __init__(self, shape: tuple = ()):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Take in the rows of x, shape (N, *shape)."""
+        x = x.to(torch.float64).reshape(-1, *self.mean.shape)
+        n = x.shape[0]
+        if n == 0:
+            return
+        mean, var, count = merge_moments(self.mean, self.var, self.count,
+                                         x.mean(0), x.var(0, correction=0), n)
+        self.mean.copy_(mean)
+        self.var.copy_(var)
+        self.count.fill_(count)
+
+    def normalize(self, x: torch.Tensor, clip: float) -> torch.Tensor:
+        """x standardised by the running statistics and clipped to [-clip, clip], as float32."""
+        return ((x - self.mean.float()) / (self.var.float() + 1e-8).sqrt()).clamp(-clip, clip)
+
+
+# [policy] keys a checkpoint may predate, and what the policy was without them.
+POLICY_PREDATED = {"separate_critic": False, "normalize_obs": False, "obs_clip": 10.0, "init_log_std": 0.0}
+
+
 class Policy(nn.Module):
-    """obs -> MLP [-> LSTM] -> (action logits, value).
+    """obs -> [normaliser] -> MLP [-> LSTM] -> (action head, value).
 
     Small-integer observations (uint8 cell codes, e.g. Snake's) are one-hot
-    encoded; float observations go in as they are. The actor has one
-    categorical head per action component (nvec).
+    encoded; float observations go in as they are, or with normalize_obs
+    standardised by running statistics (self.obs_rms, updated by
+    ppo_update) and clipped to +-obs_clip. Discrete and MultiDiscrete
+    actions: one categorical head per component (nvec), the head is their
+    logits. Box actions (spec.continuous_action): the head is a Gaussian's
+    mean, its log-std a parameter of its own (state-independent, starting
+    at init_log_std).
+    separate_critic: the value comes from an MLP of its own (CleanRL's
+    continuous PPO) instead of the actor's; not with an LSTM.
     """
 
     def __init__(self, spec, hidden_size: int = 64, num_layers: int = 2,
-                 activation: str = "tanh", lstm: bool = False):
+                 activation: str = "tanh", lstm: bool = False, separate_critic: bool = False,
+                 normalize_obs: bool = False, obs_clip: float = 10.0, init_log_std: float = 0.0):
         super().__init__()
-        self.nvec = [int(n) for n in spec.action_nvec]
+        if separate_critic and lstm:
+            raise ValueError("[policy] separate_critic does not go with lstm")
+        self.continuous = spec.continuous_action
+        self.nvec = [] if self.continuous else [int(n) for n in spec.action_nvec]
+        self.action_size = spec.action_size  # components per action row
+        self.action_dtype = torch.float32 if self.continuous else torch.long
         high = np.max(spec.obs_high)
         self.classes = int(high) + 1 if np.dtype(spec.obs_dtype) == np.uint8 and high < 32 else 0
         in_size = int(np.prod(spec.obs_shape)) * max(self.classes, 1)
-        act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
-        layers, size = [], in_size
-        for _ in range(num_layers):
-            layers += [layer_init(nn.Linear(size, hidden_size)), act()]
-            size = hidden_size
-        self.encoder = nn.Sequential(*layers)
+        self.obs_rms = RunningMeanStd((in_size,)) if normalize_obs and not self.classes else None
+        self.obs_clip = obs_clip
+        self.encoder = mlp(in_size, hidden_size, num_layers, activation)
+        size = hidden_size
         self.lstm = nn.LSTM(size, size) if lstm else None
         if self.lstm is not None:
             for name, param in self.lstm.named_parameters():
@@ -88,7 +158,17 @@ class Policy(nn.Module):
                     nn.init.constant_(param, 0)
                 else:
                     nn.init.orthogonal_(param, 1.0)
-        self.actor = layer_init(nn.Linear(size, sum(self.nvec)), std=0.01)
+        self.critic_encoder = mlp(in_size, hidden_size, num_layers, activation) if separate_critic else None
+        if self.continuous:
+            self.actor = layer_init(nn.Linear(size, self.action_size), std=0.01)
+            self.actor_logstd = nn.Parameter(torch.full((self.action_size,), float(init_log_std)))
+            # The env's action bounds, which env_actions clips to: not saved (the spec has them).
+            self.register_buffer("action_low", torch.as_tensor(spec.action_low, dtype=torch.float32),
+                                 persistent=False)
+            self.register_buffer("action_high", torch.as_tensor(spec.action_high, dtype=torch.float32),
+                                 persistent=False)
+        else:
+            self.actor = layer_init(nn.Linear(size, sum(self.nvec)), std=0.01)
         self.critic = layer_init(nn.Linear(size, 1), std=1.0)
 
     def initial_state(self, rows: int, device) -> tuple | None:
@@ -97,11 +177,14 @@ class Policy(nn.Module):
         h = self.lstm.hidden_size
         return (torch.zeros(1, rows, h, device=device), torch.zeros(1, rows, h, device=device))
 
-    def features(self, obs: torch.Tensor) -> torch.Tensor:
+    def inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """The MLP's input rows: flat, one-hot or normalised, float32."""
         x = obs.flatten(1)
         if self.classes:
-            x = nn.functional.one_hot(x.long(), self.classes).flatten(1)
-        return self.encoder(x.float())
+            return nn.functional.one_hot(x.long(), self.classes).flatten(1).float()
+        if self.obs_rms is not None:
+            return self.obs_rms.normalize(x.float(), self.obs_clip)
+        return x.float()
 
     def recurrent(self, x: torch.Tensor, state: tuple, done: torch.Tensor) -> tuple:
         """x: (T * N, H) in time-major order; state: (h, c) of the N rows
@@ -117,11 +200,35 @@ class Policy(nn.Module):
         return torch.cat(out).flatten(0, 1), state
 
     def forward(self, obs, state=None, done=None):
-        """(logits, value, state) for a batch of obs rows."""
-        x = self.features(obs)
+        """(head, value, state) for a batch of obs rows: the head is the
+        action logits, or the Gaussian's mean for Box actions."""
+        inputs = self.inputs(obs)
+        x = self.encoder(inputs)
         if self.lstm is not None:
             x, state = self.recurrent(x, state, done)
-        return self.actor(x), self.critic(x).squeeze(-1), state
+        critic_x = x if self.critic_encoder is None else self.critic_encoder(inputs)
+        return self.actor(x), self.critic(critic_x).squeeze(-1), state
+
+    def sample(self, head: torch.Tensor, action=None, deterministic: bool = False):
+        """(action, log-prob, entropy) per row, from the head forward() gave."""
+        if self.continuous:
+            return gaussian(head, self.actor_logstd, action, deterministic)
+        return sample(head, self.nvec, action, deterministic)
+
+    def env_actions(self, action: torch.Tensor) -> torch.Tensor:
+        """The actions the env gets: Box actions clipped to its bounds (the
+        unclipped sample is what the log-prob scores); others as they are."""
+        if not self.continuous:
+            return action
+        return action.clamp(self.action_low, self.action_high)
+
+
+def policy_from_config(spec, p: dict) -> Policy:
+    """The policy a [policy] section describes (keys it predates: off)."""
+    p = {**POLICY_PREDATED, **p}
+    return Policy(spec, p["hidden_size"], p["num_layers"], p["activation"], p["lstm"],
+                  separate_critic=p["separate_critic"], normalize_obs=p["normalize_obs"],
+                  obs_clip=p["obs_clip"], init_log_std=p["init_log_std"])
 
 
 def sample(logits: torch.Tensor, nvec: list[int], action=None, deterministic: bool = False):
@@ -142,6 +249,21 @@ def sample(logits: torch.Tensor, nvec: list[int], action=None, deterministic: bo
     return torch.stack(actions, -1), logprob, entropy
 
 
+LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def gaussian(mean: torch.Tensor, log_std: torch.Tensor, action=None, deterministic: bool = False):
+    """Per row: (action (N, A) float32, its log-prob, the entropy) of a
+    diagonal Gaussian, summed over the A components. deterministic: the
+    mean. `action` given: score it."""
+    if action is None:
+        action = mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
+    z = (action - mean) * (-log_std).exp()
+    logprob = (-0.5 * z * z - log_std - LOG_SQRT_2PI).sum(-1)
+    entropy = (0.5 + LOG_SQRT_2PI + log_std).sum(-1).expand(mean.shape[0])
+    return action, logprob, entropy
+
+
 # ============================================================================
 # 2. Rollouts from the CPU pool
 # ============================================================================
@@ -151,17 +273,55 @@ class Timers:
     def __init__(self):
         self.total = defaultdict(float)
 
-    def time(self, name: str):
-        timers = self
+    def time(self, name: str) -> "_Span":
+        return _Span(self.total, name)
 
-        class _Span:
-            def __enter__(self):
-                self.t0 = time.perf_counter()
 
-            def __exit__(self, *exc):
-                timers.total[name] += time.perf_counter() - self.t0
+class _Span:
+    """with timers.time(name): the block's seconds are added to timers.total[name]."""
 
-        return _Span()
+    def __init__(self, total: dict, name: str):
+        self.total, self.name = total, name
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.total[self.name] += time.perf_counter() - self.t0
+
+
+class RewardScaler:
+    """Rewards divided by the running std of the discounted return, which
+    is kept per row and restarts at episode ends (gymnasium's
+    NormalizeReward), then clipped to +-clip: the critic learns returns of
+    the scaled rewards, whatever the env's reward scale. Works on numpy
+    arrays (the CPU pool's rewards) or tensors (the CUDA backend's); the
+    statistics are plain floats, cheap to update per batch. state_dict()
+    (the statistics) goes in the checkpoint; the per-row returns do not (a
+    resumed run gets fresh envs)."""
+
+    def __init__(self, rows: int, gamma: float, clip: float):
+        self.rows, self.gamma, self.clip = rows, gamma, clip
+        self.mean, self.var, self.count = 0.0, 1.0, 0.0
+        self.returns = None  # made on the first call, of the rewards' kind
+
+    def __call__(self, rows: slice, rewards, dones):
+        """The scaled rewards of `rows`, whose step ended episodes where dones is 1."""
+        if self.returns is None:
+            self.returns = (np.zeros(self.rows) if isinstance(rewards, np.ndarray) else
+                            torch.zeros(self.rows, dtype=torch.float64, device=rewards.device))
+        returns = self.returns[rows] * self.gamma + rewards
+        mean = float(returns.mean())
+        self.mean, self.var, self.count = merge_moments(self.mean, self.var, self.count, mean,
+                                                        float(((returns - mean) ** 2).mean()), len(returns))
+        self.returns[rows] = returns * (1 - dones)
+        return (rewards / math.sqrt(self.var + 1e-8)).clip(-self.clip, self.clip)
+
+    def state_dict(self) -> dict:
+        return {k: torch.tensor(getattr(self, k), dtype=torch.float64) for k in ("mean", "var", "count")}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.mean, self.var, self.count = (float(state[k]) for k in ("mean", "var", "count"))
 
 
 def check_backend(backend: str) -> None:
@@ -198,10 +358,12 @@ class Rollout:
     at t (its action is ignored and it counts nowhere).
     """
 
-    def __init__(self, pool, policy: Policy, cfg: dict, device: torch.device, timers: Timers):
+    def __init__(self, pool, policy: Policy, cfg: dict, device: torch.device, timers: Timers,
+                 reward_scaler: RewardScaler | None = None):
         self.pool, self.policy, self.device, self.timers = pool, policy, device, timers
         self.T, self.R, self.B = cfg["train"]["num_steps"], pool.num_rows, pool.num_batches
         self.gamma = cfg["train"]["gamma"]
+        self.scale_rewards = reward_scaler
         self.bootstrap = cfg["train"]["bootstrap_truncation"]
         self.discrete = len(pool.action_space.shape) == 1
         T, R = self.T, self.R
@@ -217,7 +379,7 @@ class Rollout:
         self.dones_np, self.masks_np = self.dones.numpy(), self.masks.numpy()
         # Device side (the same tensors on a CPU learner)
         self.obs = self.obs_host if not pin else torch.zeros_like(self.obs_host, device=device)
-        self.actions = torch.zeros((T, R, len(policy.nvec)), dtype=torch.long, device=device)
+        self.actions = torch.zeros((T, R, policy.action_size), dtype=policy.action_dtype, device=device)
         self.logprobs = torch.zeros((T, R), device=device)
         self.values = torch.zeros((T + 1, R), device=device)
         self.state = policy.initial_state(R, device)     # LSTM state of every row, now
@@ -244,6 +406,8 @@ class Rollout:
             if first:
                 return
             self.rewards_np[t - 1, rows] = rew
+            if self.scale_rewards is not None:
+                self.rewards_np[t - 1, rows] = self.scale_rewards(rows, rew, self.dones_np[t, rows])
         if self.bootstrap and trunc.any():
             # A truncated episode did not end: its last reward also earns gamma * V(last obs).
             idx = np.flatnonzero(trunc & ~term)
@@ -267,12 +431,12 @@ class Rollout:
                 done = self.dones[t, rows].to(self.device, non_blocking=True)
             else:
                 done = None
-            logits, value, state = self.policy(self.obs[t, rows], state, done)
-            action, logprob, _ = sample(logits, self.policy.nvec)
+            head, value, state = self.policy(self.obs[t, rows], state, done)
+            action, logprob, _ = self.policy.sample(head)
             if state is not None:
                 self.state[0][:, rows], self.state[1][:, rows] = state
             self.actions[t, rows], self.logprobs[t, rows], self.values[t, rows] = action, logprob, value
-            a = action.cpu().numpy()
+            a = self.policy.env_actions(action).cpu().numpy()
         with self.timers.time("env"):
             self.pool.send(a[:, 0] if self.discrete else a)
 
@@ -306,10 +470,12 @@ class DeviceRollout(Rollout):
     device = cpu, the backend runs its Cython loop on CPU tensors: the same
     code path, testable anywhere.) Same buffers and semantics as Rollout."""
 
-    def __init__(self, env, policy: Policy, cfg: dict, device: torch.device, timers: Timers):
+    def __init__(self, env, policy: Policy, cfg: dict, device: torch.device, timers: Timers,
+                 reward_scaler: RewardScaler | None = None):
         self.pool, self.policy, self.device, self.timers = env, policy, device, timers
         self.T, self.R, self.B = cfg["train"]["num_steps"], env.num_rows, 1
         self.gamma = cfg["train"]["gamma"]
+        self.scale_rewards = reward_scaler
         self.bootstrap = cfg["train"]["bootstrap_truncation"]
         self.discrete = len(env.action_space.shape) == 1
         T, R = self.T, self.R
@@ -318,7 +484,7 @@ class DeviceRollout(Rollout):
         self.rewards = torch.zeros((T, R), device=device)
         self.dones = torch.zeros((T + 1, R), device=device)
         self.masks = torch.ones((T + 1, R), device=device)
-        self.actions = torch.zeros((T, R, len(policy.nvec)), dtype=torch.long, device=device)
+        self.actions = torch.zeros((T, R, policy.action_size), dtype=policy.action_dtype, device=device)
         self.logprobs = torch.zeros((T, R), device=device)
         self.values = torch.zeros((T + 1, R), device=device)
         self.state = policy.initial_state(R, device)
@@ -336,6 +502,8 @@ class DeviceRollout(Rollout):
             if first:
                 return
             self.rewards[t - 1].copy_(env.rewards)
+            if self.scale_rewards is not None:
+                self.rewards[t - 1] = self.scale_rewards(slice(None), self.rewards[t - 1], self.dones[t])
         if self.bootstrap:
             # A truncated episode did not end: its last reward also earns gamma * V(last obs).
             idx = torch.nonzero(env.truncations & ~env.terminals).flatten()
@@ -353,14 +521,14 @@ class DeviceRollout(Rollout):
             self.initial_state = (self.state[0].clone(), self.state[1].clone())
         for t in range(T):
             with torch.no_grad(), self.timers.time("forward"):
-                logits, value, state = self.policy(self.obs[t], self.state,
-                                                   self.dones[t] if self.state is not None else None)
-                action, logprob, _ = sample(logits, self.policy.nvec)
+                head, value, state = self.policy(self.obs[t], self.state,
+                                                 self.dones[t] if self.state is not None else None)
+                action, logprob, _ = self.policy.sample(head)
                 if state is not None:
                     self.state = state
                 self.actions[t], self.logprobs[t], self.values[t] = action, logprob, value
             with self.timers.time("env"):
-                a = action.to(torch.int32)
+                a = self.policy.env_actions(action) if self.policy.continuous else action.to(torch.int32)
                 self.pool.step(a[:, 0] if self.discrete else a)
             self._store(t + 1)
         with torch.no_grad(), self.timers.time("forward"):
@@ -389,7 +557,10 @@ def masked_mean(x, w, n):
 
 
 def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict) -> dict:
-    """update_epochs passes over the rollout in num_minibatches minibatches."""
+    """update_epochs passes over the rollout in num_minibatches minibatches;
+    then the policy's obs statistics (normalize_obs) take in the rollout's
+    obs. In that order: the update sees the obs normalised as they were
+    when the rollout's actions were chosen, so its first ratios are 1."""
     tc = cfg["train"]
     dev = ro.device
     T, R = ro.T, ro.R
@@ -419,11 +590,11 @@ def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict) -> dict:
             if recurrent:
                 idx = (torch.arange(T, device=dev).unsqueeze(1) * R + chunk.unsqueeze(0)).flatten()
                 state = (ro.initial_state[0][:, chunk], ro.initial_state[1][:, chunk])
-                logits, new_value, _ = policy(obs[idx], state, first[idx])
+                head, new_value, _ = policy(obs[idx], state, first[idx])
             else:
                 idx = chunk
-                logits, new_value, _ = policy(obs[idx])
-            _, new_logprob, entropy = sample(logits, policy.nvec, action=actions[idx])
+                head, new_value, _ = policy(obs[idx])
+            _, new_logprob, entropy = policy.sample(head, action=actions[idx])
             w = weights[idx]
             n = w.sum().clamp(min=1.0)
             log_ratio = new_logprob - logprobs[idx]
@@ -460,6 +631,8 @@ def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict) -> dict:
                 stats["approx_kl"] += masked_mean((ratio - 1) - log_ratio, w, n)
                 stats["clipfrac"] += masked_mean(((ratio - 1).abs() > tc["clip_coef"]).float(), w, n)
             count += 1
+    if policy.obs_rms is not None:  # each obs once: entry T is the next rollout's entry 0
+        policy.obs_rms.update(obs[weights > 0])
     return {k: float(v) / max(count, 1) for k, v in stats.items()}
 
 
@@ -484,9 +657,9 @@ def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: 
         returns = np.full(episodes, np.nan)
         lengths = np.full(episodes, np.nan)
         for _ in range(max_steps):
-            logits, _, state = policy(torch.as_tensor(obs).to(device), state, done)
-            action, _, _ = sample(logits, policy.nvec, deterministic=deterministic)
-            a = action.cpu().numpy()
+            head, _, state = policy(torch.as_tensor(obs).to(device), state, done)
+            action, _, _ = policy.sample(head, deterministic=deterministic)
+            a = policy.env_actions(action).cpu().numpy()
             obs, _, term, trunc, _ = pool.step(a[:, 0] if discrete else a)
             done = torch.as_tensor(term | trunc, dtype=torch.float32, device=device)
             new = (eps["finished"] >= 1) & np.isnan(returns)
@@ -516,8 +689,8 @@ def rollout_frames(policy: Policy, env: str, steps: int, seed: int, deterministi
         state, done = policy.initial_state(pool.num_rows, "cpu"), torch.zeros(pool.num_rows)
         frames = [render.frame(pool)]
         for _ in range(steps):
-            logits, _, state = policy(torch.as_tensor(obs), state, done)
-            a = sample(logits, policy.nvec, deterministic=deterministic)[0].numpy()
+            head, _, state = policy(torch.as_tensor(obs), state, done)
+            a = policy.env_actions(policy.sample(head, deterministic=deterministic)[0]).numpy()
             obs, _, term, trunc, _ = pool.step(a[:, 0] if discrete else a)
             done = torch.as_tensor(term | trunc, dtype=torch.float32)
             frames.append(render.frame(pool))
@@ -543,16 +716,20 @@ def sigint_deferred():
         signal.signal(signal.SIGINT, previous)
 
 
-def save_checkpoint(path: str, policy, optimizer, cfg: dict, progress: dict) -> None:
+def save_checkpoint(path: str, policy, optimizer, cfg: dict, progress: dict,
+                    reward_scaler: RewardScaler | None = None) -> None:
     """Write atomically: a temp file in the same folder, on disk, then renamed
     over the old checkpoint. On any failure (disk full, Ctrl-C) the temp file
-    goes and the old checkpoint stays as it was."""
+    goes and the old checkpoint stays as it was. The policy's state holds
+    its obs statistics; the reward scaler's statistics go in "reward_rms"."""
     tmp = f"{path}.tmp{os.getpid()}"
+    ckpt = {"policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+            "config": cfg, "progress": dict(progress), "torch_rng": torch.get_rng_state()}
+    if reward_scaler is not None:
+        ckpt["reward_rms"] = reward_scaler.state_dict()
     try:
         with open(tmp, "wb") as f:
-            torch.save({"policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
-                        "config": cfg, "progress": dict(progress),
-                        "torch_rng": torch.get_rng_state()}, f)
+            torch.save(ckpt, f)
             f.flush()
             os.fsync(f.fileno())  # the rename must not reach the disk before the data
         os.replace(tmp, path)
@@ -593,11 +770,11 @@ def load_policy_state(policy: Policy, state: dict, path: str) -> None:
 
 
 def policy_from_checkpoint(ckpt: dict, path: str = "checkpoint") -> tuple[Policy, dict]:
+    """The checkpoint's policy (with its obs statistics) in eval mode, and its config."""
     cfg = ckpt["config"]
     try:
         spec = shoal.env_spec(cfg["env"]["name"])
-        p = cfg["policy"]
-        policy = Policy(spec, p["hidden_size"], p["num_layers"], p["activation"], p["lstm"])
+        policy = policy_from_config(spec, cfg["policy"])
     except (KeyError, TypeError, ValueError) as e:
         raise RunError(f"checkpoint {path}: its config is not usable ({type(e).__name__}: {e})") from None
     load_policy_state(policy, ckpt["policy"], path)
@@ -755,7 +932,9 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     checkpoint. Ctrl-C stops training and still writes the checkpoint; so
     does an error (a pool worker dying: shoal.pool.WorkerError), which is
     then raised again. Resuming takes [env] and [policy] from the checkpoint
-    (the policy's shape must match its weights), [vec] and [train] from cfg.
+    (the policy's shape must match its weights; its obs statistics come with
+    them), [vec] and [train] from cfg; the reward scaler's statistics carry
+    on from the checkpoint's.
     Everything that can be checked is checked before the run folder is made:
     a ConfigError (a bad value) or a RunError (a bad checkpoint, a used folder)."""
     cfg = {section: dict(keys) for section, keys in cfg.items()}  # ours to amend, not the caller's
@@ -765,12 +944,13 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         saved = ckpt["config"]
         if shoal.env_spec(saved["env"]["name"]).name != shoal.env_spec(cfg["env"]["name"]).name:
             raise RunError(f"checkpoint {resume} is for {saved['env']['name']}, not {cfg['env']['name']}")
-        differ = {k: v for k, v in saved["policy"].items() if cfg["policy"].get(k) != v}
+        saved_policy = {**POLICY_PREDATED, **saved["policy"]}
+        differ = {k: v for k, v in saved_policy.items() if cfg["policy"].get(k) != v}
         if differ:
             print(f"resuming {resume}: its [policy] " + ", ".join(f"{k} = {v}" for k, v in differ.items())
                   + " replaces the command line's " + ", ".join(f"{k} = {cfg['policy'].get(k)}" for k in differ),
                   file=sys.stderr)
-        cfg["env"], cfg["policy"] = dict(saved["env"]), {**cfg["policy"], **saved["policy"]}
+        cfg["env"], cfg["policy"] = dict(saved["env"]), {**cfg["policy"], **saved_policy}
     shoal_config.validate(cfg)
     tc, vc, pc = cfg["train"], cfg["vec"], cfg["policy"]
     env = cfg["env"]["name"]
@@ -788,7 +968,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         f.write(shoal_config.to_ini(cfg))
     ckpt_path = os.path.join(run_dir, "checkpoint.pt")
 
-    policy = Policy(spec, pc["hidden_size"], pc["num_layers"], pc["activation"], pc["lstm"]).to(device)
+    policy = policy_from_config(spec, pc).to(device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=tc["learning_rate"], eps=1e-5)
     progress = {"global_step": 0, "update": 0, "train_seconds": 0.0, "solved_seconds": None,
                 "solved_step": None}
@@ -801,6 +981,11 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
 
     # Each resume gets fresh env seeds (the pool's state is not checkpointed).
     pool = make_pool(cfg, env, seed=seed * vc["num_envs"] + 7919 * progress["update"], device=device)
+    reward_scaler = None
+    if tc["normalize_reward"]:
+        reward_scaler = RewardScaler(pool.num_rows, tc["gamma"], tc["reward_clip"])
+        if ckpt is not None and "reward_rms" in ckpt:
+            reward_scaler.load_state_dict(ckpt["reward_rms"])
     timers = Timers()
     logger = Logger(run_dir, cfg, resume=bool(resume))
     batch = tc["num_steps"] * pool.num_rows
@@ -824,7 +1009,8 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         return r["mean_return"]
 
     try:
-        ro = (DeviceRollout if vc["backend"] == "cuda" else Rollout)(pool, policy, cfg, device, timers)
+        ro = (DeviceRollout if vc["backend"] == "cuda" else Rollout)(pool, policy, cfg, device, timers,
+                                                                     reward_scaler)
         clock = time.perf_counter()
         last_log = last_ckpt = last_eval_time = 0.0
         log_steps = progress["global_step"]
@@ -877,7 +1063,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
             if tc["checkpoint_interval"] > 0 and now - last_ckpt >= tc["checkpoint_interval"]:
                 progress["train_seconds"] = train_seconds()
                 with sigint_deferred() as ctrl_c:
-                    save_checkpoint(ckpt_path, policy, optimizer, cfg, progress)
+                    save_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
                 if ctrl_c:  # held back during the save: stop now, as for any Ctrl-C
                     raise KeyboardInterrupt
                 last_ckpt = now
@@ -896,7 +1082,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         with sigint_deferred() as ctrl_c:
             if clock is not None:  # the training time so far, however the loop ended
                 progress["train_seconds"] = train_seconds()
-            save_checkpoint(ckpt_path, policy, optimizer, cfg, progress)
+            save_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
         summary["interrupted"] = summary["interrupted"] or bool(ctrl_c)
         try:
             pool.close()
