@@ -170,25 +170,36 @@ def _eval(args: list[str]) -> int:
         p.error(str(e))
     if not os.path.exists(a.checkpoint):
         p.error(f"checkpoint {a.checkpoint!r} does not exist")
-    from shoal import render
+    from shoal import config, render
 
     train = _import_train()
     if train is None:
         return 2
     try:
-        policy, cfg = train.policy_from_checkpoint(train.load_checkpoint(a.checkpoint), a.checkpoint)
+        ckpt = train.load_checkpoint(a.checkpoint)
+        saved_train = ckpt["config"].get("train") if isinstance(ckpt["config"], dict) else None
+        threads = saved_train.get("torch_threads", 0) if isinstance(saved_train, dict) else 0
+        if isinstance(threads, int) and threads > 0:  # as the run trained (on 2 cores, more threads spin)
+            train.torch.set_num_threads(threads)
+        policy, cfg = train.policy_from_checkpoint(ckpt, a.checkpoint)
     except train.RunError as e:
         print(f"shoal eval: error: {e}", file=sys.stderr)
         return 2
     if shoal.envs.spec(cfg["env"]["name"]).name != spec.name:
         p.error(f"the checkpoint is for {cfg['env']['name']}, not {spec.name}")
-    r = train.evaluate(policy, spec.name, a.episodes, a.seed, deterministic=not a.sample)
+    # The checkpoint's [env] kwargs without its training-only ones (reward_clip...): real scores.
+    env_kwargs = config.env_kwargs(cfg["env"], evaluation=True)
+    r = train.evaluate(policy, spec.name, a.episodes, a.seed, deterministic=not a.sample,
+                       env_kwargs=env_kwargs)
     mode = "sampled" if a.sample else "mean" if spec.continuous_action else "argmax"
+    shown = ", ".join(f"{k}={v}" for k, v in env_kwargs.items())
     print(f"{spec.name}: mean return {r['mean_return']:.2f} over {a.episodes} episodes "
-          f"({mode} actions; mean length {r['mean_length']:.1f})")
+          f"({mode} actions; mean length {r['mean_length']:.1f})" + (f"; env {shown}" if shown else ""))
     if a.gif:
-        frames = train.rollout_frames(policy, spec.name, a.gif_steps, a.seed, deterministic=not a.sample)
-        render.write_gif(frames, a.gif, fps=spec.metadata.get("render_fps", 20))
+        frames = train.rollout_frames(policy, spec.name, a.gif_steps, a.seed, deterministic=not a.sample,
+                                      env_kwargs=env_kwargs)
+        fps = shoal.envs.spec(spec.name, **env_kwargs).metadata.get("render_fps", 20)  # Atari: by frameskip
+        render.write_gif(frames, a.gif, fps=fps)
         print(f"wrote {a.gif}: {len(frames)} frames")
     return 0
 

@@ -17,15 +17,25 @@ run folder. A malformed ini file is a ConfigError naming the file and line.
 
 Keys are written with underscores in ini files; flags accept dashes or
 underscores (`--train.learning-rate` == `--train.learning_rate`).
+
+Env keyword arguments are one str key, `[env] kwargs`, of comma-separated
+key=value pairs (`episodic_life=true, reward_clip=true`; values true/false,
+none, numbers, quoted strings, tuples; a bare word is a str): env_kwargs()
+parses it. `[env] train_only` names those of them that only shape training
+(reward clipping, lives as episodes): evaluation drops them, so the env's
+default (off) applies there and evaluation returns are the game's scores.
 """
 from __future__ import annotations
 
+import ast
 import configparser
 import difflib
 import math
 import os
 import re
 from importlib import resources
+
+import numpy as np
 
 Config = dict[str, dict[str, object]]
 
@@ -178,7 +188,134 @@ RULES: dict[tuple[str, str], tuple] = {
     ("policy", "num_layers"): _at_least(1),
     ("policy", "activation"): _one_of("tanh", "relu"),
     ("policy", "obs_clip"): _at_least(0.0, strict=True),
+    ("policy", "encoder"): _one_of("auto", "mlp", "cnn"),
 }
+
+
+# ----------------------------------------------------------------------------
+# Env keyword arguments: [env] kwargs and [env] train_only
+# ----------------------------------------------------------------------------
+def _split_top(text: str) -> list[str]:
+    """text split at the commas outside brackets and quotes."""
+    parts, depth, quote, start = [], 0, None, 0
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _kwarg_value(text: str):
+    """A kwargs value: true/false, none, a Python literal, else the bare word as a str."""
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+
+
+def parse_env_kwargs(text: str) -> dict:
+    """`[env] kwargs` text ("episodic_life=true, reward_clip=true") as a dict,
+    or a ConfigError naming the pair at fault."""
+    out: dict = {}
+    for part in _split_top(text):
+        part = part.strip()
+        if not part:
+            continue
+        key, eq, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq or not key.isidentifier() or not value:
+            raise ConfigError(f"[env] kwargs = {text!r}: {part!r} is not key=value "
+                              f"(expected e.g. episodic_life=true, reward_clip=true)")
+        if key in out:
+            raise ConfigError(f"[env] kwargs = {text!r}: {key!r} appears twice")
+        out[key] = _kwarg_value(value)
+    return out
+
+
+def parse_names(text: str) -> list[str]:
+    """`[env] train_only` text ("reward_clip, episodic_life") as a list of names."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if not n.isidentifier()]
+    if bad:
+        raise ConfigError(f"[env] train_only = {text!r}: {bad[0]!r} is not a keyword argument name")
+    return names
+
+
+def _parses(parse, expected: str):
+    """A rule: the value parses."""
+    def ok(v) -> bool:
+        try:
+            parse(v)
+        except ConfigError:
+            return False
+        return True
+    return ok, expected
+
+
+RULES[("env", "kwargs")] = _parses(parse_env_kwargs, "comma-separated key=value pairs "
+                                   "(e.g. episodic_life=true, reward_clip=true)")
+RULES[("env", "train_only")] = _parses(parse_names, "comma-separated keyword argument names")
+
+
+def env_kwargs(env: dict, evaluation: bool = False) -> dict:
+    """The env keyword arguments of an [env] section (none in a config that
+    predates [env] kwargs); for evaluation, without the [env] train_only ones."""
+    kwargs = parse_env_kwargs(env.get("kwargs", ""))
+    if evaluation:
+        drop = set(parse_names(env.get("train_only", "")))
+        kwargs = {k: v for k, v in kwargs.items() if k not in drop}
+    return kwargs
+
+
+# ----------------------------------------------------------------------------
+# The policy's encoder: [policy] encoder = auto | mlp | cnn
+# ----------------------------------------------------------------------------
+CNN_MIN_SIZE = 36  # the Nature CNN's smallest input (8x8 s4, 4x4 s2, 3x3 s1 leave 1x1)
+
+
+def image_shape(spec) -> tuple[int, int, int] | None:
+    """(C, H, W) the CNN sees for spec's observations, or None when they are
+    not images: uint8 (C, H, W), or (S, H, W, 3) RGB stacks (C = 3 S), with
+    H, W >= 36. (Snake's uint8 cell codes are a flat vector: not an image.)"""
+    if np.dtype(spec.obs_dtype) != np.uint8:
+        return None
+    shape = tuple(int(n) for n in spec.obs_shape)
+    if len(shape) == 3:
+        c, h, w = shape
+    elif len(shape) == 4 and shape[3] == 3:
+        c, h, w = shape[0] * 3, shape[1], shape[2]
+    else:
+        return None
+    return (c, h, w) if min(h, w) >= CNN_MIN_SIZE else None
+
+
+def resolve_encoder(spec, choice: str) -> str:
+    """"mlp" or "cnn" for [policy] encoder = choice: auto is cnn for images
+    (image_shape), else mlp. A ValueError for cnn on observations that are not images."""
+    if choice == "auto":
+        return "cnn" if image_shape(spec) else "mlp"
+    if choice == "cnn" and image_shape(spec) is None:
+        raise ValueError(f"[policy] encoder = cnn: {spec.name}'s observations "
+                         f"({np.dtype(spec.obs_dtype).name} {tuple(spec.obs_shape)}) are not uint8 images "
+                         f"(C, H, W) with H, W >= {CNN_MIN_SIZE}; use mlp or auto")
+    if choice not in ("mlp", "cnn"):
+        raise ValueError(f"[policy] encoder = {choice!r}: expected one of auto, mlp, cnn")
+    return choice
 
 
 def check_value(section: str, key: str, value, where: str = "") -> None:
@@ -211,14 +348,41 @@ def validate(config: Config) -> None:
         spec = envs.spec(config["env"]["name"])
     except ValueError:  # an unknown env is reported where it is made
         spec = None
+    if spec is not None:
+        spec = _configured(spec, config["env"])
     if spec is not None and vec["backend"] == "cuda" and spec.kind != "header":
         raise ConfigError(f"[vec] backend = cuda: {spec.name} has no CUDA kernel (its envs are stepped "
                           f"by CPU workers, kind {spec.kind!r}); use backend multiprocessing or serial")
+    if spec is not None:
+        try:
+            encoder = resolve_encoder(spec, pc.get("encoder", "mlp"))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        if encoder == "cnn" and pc["normalize_obs"]:
+            raise ConfigError("[policy] normalize_obs = true: expected false with the cnn encoder "
+                              "(it scales its uint8 frames by 1/255)")
     agents = spec.agents if spec is not None else 1
     batch = tc["num_steps"] * vec["num_envs"] * agents
     if tc["num_minibatches"] > batch:
         raise ConfigError(f"[train] num_minibatches = {tc['num_minibatches']}: expected at most the "
                           f"batch size, [train] num_steps x [vec] num_envs x agents = {batch}")
+
+
+def _configured(spec, env: dict):
+    """spec configured with [env] kwargs, or a ConfigError naming them; the
+    evaluation env (without [env] train_only) must have the same spaces."""
+    text = env.get("kwargs", "")
+    try:
+        configured = spec.configure(**env_kwargs(env))
+        for_eval = spec.configure(**env_kwargs(env, evaluation=True))
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"[env] kwargs = {text!r}: {e}") from None
+    if (tuple(for_eval.obs_shape), for_eval.action_size, tuple(for_eval.action_nvec)) != \
+            (tuple(configured.obs_shape), configured.action_size, tuple(configured.action_nvec)):
+        raise ConfigError(f"[env] train_only = {env.get('train_only', '')!r}: evaluation without these "
+                          f"would change the observation or action space; list only options such as "
+                          f"reward_clip, episodic_life")
+    return configured
 
 
 def _infer(text: str):

@@ -6,8 +6,9 @@
 
 The file reads top to bottom:
 
-1. the policy: an MLP (optionally followed by an LSTM) with one categorical
-   head per action component (Discrete and MultiDiscrete actions), or a
+1. the policy: an MLP, or for image observations (uint8 frames, e.g.
+   Atari's) the Nature CNN, optionally followed by an LSTM, with one
+   categorical head per action component (Discrete and MultiDiscrete actions), or a
    Gaussian head for Box actions (MuJoCo): the mean from the actor, a
    state-independent log-std; optionally a running observation normaliser
    (its statistics are buffers of the policy: saved with the weights, used
@@ -68,6 +69,24 @@ def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -
     return layer
 
 
+def nature_cnn(channels: int, height: int, width: int, features: int = 512) -> nn.Sequential:
+    """Mnih et al. 2015's encoder (CleanRL's ppo_atari.py): conv 32 8x8 stride 4,
+    conv 64 4x4 stride 2, conv 64 3x3 stride 1, each with a ReLU, flattened,
+    then a linear layer to `features` and a ReLU. Input: float (N, C, H, W)."""
+    h, w = height, width
+    for k, st in ((8, 4), (4, 2), (3, 1)):
+        h, w = (h - k) // st + 1, (w - k) // st + 1
+    return nn.Sequential(
+        layer_init(nn.Conv2d(channels, 32, 8, stride=4)), nn.ReLU(),
+        layer_init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
+        layer_init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(),
+        nn.Flatten(),
+        layer_init(nn.Linear(64 * h * w, features)), nn.ReLU())
+
+
+CNN_FEATURES = 512  # the Nature CNN's output features (the heads' and the LSTM's input)
+
+
 def mlp(in_size: int, hidden_size: int, num_layers: int, activation: str) -> nn.Sequential:
     act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
     layers, size = [], in_size
@@ -115,14 +134,22 @@ class RunningMeanStd(nn.Module):
         return ((x - self.mean.float()) / (self.var.float() + 1e-8).sqrt()).clamp(-clip, clip)
 
 
-# [policy] keys a checkpoint may predate, and what the policy was without them.
-POLICY_PREDATED = {"separate_critic": False, "normalize_obs": False, "obs_clip": 10.0, "init_log_std": 0.0}
+# [env] and [policy] keys a checkpoint may predate, and what they were without them.
+ENV_PREDATED = {"kwargs": ""}
+POLICY_PREDATED = {"separate_critic": False, "normalize_obs": False, "obs_clip": 10.0, "init_log_std": 0.0,
+                   "encoder": "mlp"}
 
 
 class Policy(nn.Module):
-    """obs -> [normaliser] -> MLP [-> LSTM] -> (action head, value).
+    """obs -> [normaliser] -> MLP or CNN [-> LSTM] -> (action head, value).
 
-    Small-integer observations (uint8 cell codes, e.g. Snake's) are one-hot
+    encoder (shoal.config.resolve_encoder): "cnn" for image observations
+    (uint8 (C, H, W), or (S, H, W, 3) RGB stacks taken as 3 S channels):
+    the Nature CNN (nature_cnn, 512 features; hidden_size, num_layers and
+    activation are the MLP's), its uint8 input divided by 255 in the
+    network (float input is taken as scaled already). "auto" picks it for
+    such observations, "mlp" otherwise (whose parameters keep their names).
+    MLP inputs: small-integer observations (uint8 cell codes, e.g. Snake's) are one-hot
     encoded; float observations go in as they are, or with normalize_obs
     standardised by running statistics (self.obs_rms, updated by
     ppo_update) and clipped to +-obs_clip. Discrete and MultiDiscrete
@@ -130,27 +157,41 @@ class Policy(nn.Module):
     logits. Box actions (spec.continuous_action): the head is a Gaussian's
     mean, its log-std a parameter of its own (state-independent, starting
     at init_log_std).
-    separate_critic: the value comes from an MLP of its own (CleanRL's
+    separate_critic: the value comes from an encoder of its own (CleanRL's
     continuous PPO) instead of the actor's; not with an LSTM.
     """
 
     def __init__(self, spec, hidden_size: int = 64, num_layers: int = 2,
                  activation: str = "tanh", lstm: bool = False, separate_critic: bool = False,
-                 normalize_obs: bool = False, obs_clip: float = 10.0, init_log_std: float = 0.0):
+                 normalize_obs: bool = False, obs_clip: float = 10.0, init_log_std: float = 0.0,
+                 encoder: str = "auto"):
         super().__init__()
         if separate_critic and lstm:
             raise ValueError("[policy] separate_critic does not go with lstm")
+        self.cnn = shoal_config.resolve_encoder(spec, encoder) == "cnn"
+        if self.cnn and normalize_obs:
+            raise ValueError("[policy] normalize_obs does not go with the cnn encoder (it scales "
+                             "its uint8 frames by 1/255)")
         self.continuous = spec.continuous_action
         self.nvec = [] if self.continuous else [int(n) for n in spec.action_nvec]
         self.action_size = spec.action_size  # components per action row
         self.action_dtype = torch.float32 if self.continuous else torch.long
         high = np.max(spec.obs_high)
         self.classes = int(high) + 1 if np.dtype(spec.obs_dtype) == np.uint8 and high < 32 else 0
-        in_size = int(np.prod(spec.obs_shape)) * max(self.classes, 1)
-        self.obs_rms = RunningMeanStd((in_size,)) if normalize_obs and not self.classes else None
+        if self.cnn:
+            self.classes = 0
+            image = shoal_config.image_shape(spec)
+            self.channels_last = len(spec.obs_shape) == 4  # (S, H, W, 3) RGB stacks
+            make_encoder = lambda: nature_cnn(*image, CNN_FEATURES)  # noqa: E731
+            size = CNN_FEATURES
+        else:
+            in_size = int(np.prod(spec.obs_shape)) * max(self.classes, 1)
+            make_encoder = lambda: mlp(in_size, hidden_size, num_layers, activation)  # noqa: E731
+            size = hidden_size
+        use_rms = normalize_obs and not self.classes and not self.cnn
+        self.obs_rms = RunningMeanStd((in_size,)) if use_rms else None
         self.obs_clip = obs_clip
-        self.encoder = mlp(in_size, hidden_size, num_layers, activation)
-        size = hidden_size
+        self.encoder = make_encoder()
         self.lstm = nn.LSTM(size, size) if lstm else None
         if self.lstm is not None:
             for name, param in self.lstm.named_parameters():
@@ -158,7 +199,7 @@ class Policy(nn.Module):
                     nn.init.constant_(param, 0)
                 else:
                     nn.init.orthogonal_(param, 1.0)
-        self.critic_encoder = mlp(in_size, hidden_size, num_layers, activation) if separate_critic else None
+        self.critic_encoder = make_encoder() if separate_critic else None
         if self.continuous:
             self.actor = layer_init(nn.Linear(size, self.action_size), std=0.01)
             self.actor_logstd = nn.Parameter(torch.full((self.action_size,), float(init_log_std)))
@@ -178,7 +219,11 @@ class Policy(nn.Module):
         return (torch.zeros(1, rows, h, device=device), torch.zeros(1, rows, h, device=device))
 
     def inputs(self, obs: torch.Tensor) -> torch.Tensor:
-        """The MLP's input rows: flat, one-hot or normalised, float32."""
+        """The encoder's input rows, float32: for the MLP flat, one-hot or
+        normalised; for the CNN (N, C, H, W) in [0, 1] (uint8 / 255)."""
+        if self.cnn:
+            x = obs.permute(0, 1, 4, 2, 3).flatten(1, 2) if self.channels_last else obs
+            return x.float() / 255.0 if x.dtype == torch.uint8 else x.float()
         x = obs.flatten(1)
         if self.classes:
             return nn.functional.one_hot(x.long(), self.classes).flatten(1).float()
@@ -228,7 +273,7 @@ def policy_from_config(spec, p: dict) -> Policy:
     p = {**POLICY_PREDATED, **p}
     return Policy(spec, p["hidden_size"], p["num_layers"], p["activation"], p["lstm"],
                   separate_critic=p["separate_critic"], normalize_obs=p["normalize_obs"],
-                  obs_clip=p["obs_clip"], init_log_std=p["init_log_std"])
+                  obs_clip=p["obs_clip"], init_log_std=p["init_log_std"], encoder=p["encoder"])
 
 
 def sample(logits: torch.Tensor, nvec: list[int], action=None, deterministic: bool = False):
@@ -330,12 +375,17 @@ def check_backend(backend: str) -> None:
 
 
 def make_pool(cfg: dict, env: str, seed: int, device: torch.device = torch.device("cpu")):
-    """The training envs: SAME_STEP autoreset. CPU pools keep [vec] num_batches
-    batches in flight; backend cuda is the CUDA backend on the learner's
-    device (its tensors are the rollout's source: no host copies)."""
+    """The training envs: SAME_STEP autoreset, configured by [env] kwargs.
+    CPU pools keep [vec] num_batches batches in flight; backend cuda is the
+    CUDA backend on the learner's device (its tensors are the rollout's
+    source: no host copies)."""
     vec = cfg["vec"]
     check_backend(vec["backend"])
+    env_kwargs = shoal_config.env_kwargs(cfg["env"])
     if vec["backend"] == "cuda":
+        if env_kwargs:
+            raise ValueError(f"[env] kwargs = {cfg['env']['kwargs']!r}: the CUDA backend takes no env "
+                             f"keyword arguments")
         from shoal.cuda import CudaVecEnv
         # check_actions=False: the policy's actions are in range by construction,
         # and the check would sync the GPU every step.
@@ -346,7 +396,8 @@ def make_pool(cfg: dict, env: str, seed: int, device: torch.device = torch.devic
     if batches < 1 or num_envs % batches:
         raise ValueError(f"[vec] num_batches = {batches} must divide [vec] num_envs = {num_envs}")
     return shoal.make(env, num_envs, backend=vec["backend"], num_workers=vec["num_workers"] or None,
-                      batch_size=num_envs // batches, autoreset_mode="same_step", seed=seed)
+                      batch_size=num_envs // batches, autoreset_mode="same_step", seed=seed,
+                      env_kwargs=env_kwargs)
 
 
 class Rollout:
@@ -641,12 +692,16 @@ def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict) -> dict:
 # ============================================================================
 @torch.no_grad()
 def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: bool = True,
-             device="cpu", max_steps: int | None = None) -> dict:
-    """One episode in each of `episodes` envs (a serial pool seeded `seed`):
+             device="cpu", max_steps: int | None = None, env_kwargs: dict | None = None) -> dict:
+    """One episode in each of `episodes` envs (a serial pool seeded `seed`,
+    made with `env_kwargs`: training passes shoal.config.env_kwargs(cfg["env"],
+    evaluation=True), without the training-only ones such as reward_clip):
     {"mean_return", "mean_length", "returns"}. An episode's return sums the
-    rewards of all its env's rows."""
+    rewards of all its env's rows. Episodes still running after max_steps
+    (default 4 x the env's step limit + 10; 4010 without one) count the
+    return they have so far."""
     device = torch.device(device)
-    pool = shoal.make(env, episodes, backend="serial", seed=seed)
+    pool = shoal.make(env, episodes, backend="serial", seed=seed, env_kwargs=env_kwargs or {})
     try:
         max_steps = max_steps or 4 * (pool.spec.max_episode_steps or 1000) + 10
         discrete = len(pool.action_space.shape) == 1
@@ -676,11 +731,12 @@ def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: 
 
 
 @torch.no_grad()
-def rollout_frames(policy: Policy, env: str, steps: int, seed: int, deterministic: bool = True):
-    """RGB frames of env 0 of a 1-env pool played by the policy."""
+def rollout_frames(policy: Policy, env: str, steps: int, seed: int, deterministic: bool = True,
+                   env_kwargs: dict | None = None):
+    """RGB frames of env 0 of a 1-env pool (made with env_kwargs) played by the policy."""
     from shoal import render
 
-    pool = shoal.make(env, 1, backend="serial", seed=seed)
+    pool = shoal.make(env, 1, backend="serial", seed=seed, env_kwargs=env_kwargs or {})
     try:
         if not render.supports_render(pool.spec):
             raise ValueError(f"{pool.spec.name} does not render")
@@ -773,9 +829,9 @@ def policy_from_checkpoint(ckpt: dict, path: str = "checkpoint") -> tuple[Policy
     """The checkpoint's policy (with its obs statistics) in eval mode, and its config."""
     cfg = ckpt["config"]
     try:
-        spec = shoal.env_spec(cfg["env"]["name"])
+        spec = shoal.env_spec(cfg["env"]["name"], **shoal_config.env_kwargs(cfg["env"]))
         policy = policy_from_config(spec, cfg["policy"])
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, shoal_config.ConfigError) as e:
         raise RunError(f"checkpoint {path}: its config is not usable ({type(e).__name__}: {e})") from None
     load_policy_state(policy, ckpt["policy"], path)
     policy.eval()
@@ -945,16 +1001,27 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         if shoal.env_spec(saved["env"]["name"]).name != shoal.env_spec(cfg["env"]["name"]).name:
             raise RunError(f"checkpoint {resume} is for {saved['env']['name']}, not {cfg['env']['name']}")
         saved_policy = {**POLICY_PREDATED, **saved["policy"]}
+        saved_env = {**cfg["env"], **ENV_PREDATED, **saved["env"]}
+        if saved_env["kwargs"] != cfg["env"].get("kwargs", ""):
+            print(f"resuming {resume}: its [env] kwargs = {saved_env['kwargs']!r} replaces the command "
+                  f"line's {cfg['env'].get('kwargs', '')!r}", file=sys.stderr)
         differ = {k: v for k, v in saved_policy.items() if cfg["policy"].get(k) != v}
+        if "encoder" in differ:  # auto vs what it picks for this env: no difference to report
+            saved_spec = shoal.env_spec(saved_env["name"], **shoal_config.env_kwargs(saved_env))
+            with contextlib.suppress(ValueError):
+                if shoal_config.resolve_encoder(saved_spec, differ["encoder"]) == \
+                        shoal_config.resolve_encoder(saved_spec, cfg["policy"].get("encoder", "mlp")):
+                    del differ["encoder"]
         if differ:
             print(f"resuming {resume}: its [policy] " + ", ".join(f"{k} = {v}" for k, v in differ.items())
                   + " replaces the command line's " + ", ".join(f"{k} = {cfg['policy'].get(k)}" for k in differ),
                   file=sys.stderr)
-        cfg["env"], cfg["policy"] = dict(saved["env"]), {**cfg["policy"], **saved_policy}
+        cfg["env"], cfg["policy"] = saved_env, {**cfg["policy"], **saved_policy}
     shoal_config.validate(cfg)
     tc, vc, pc = cfg["train"], cfg["vec"], cfg["policy"]
     env = cfg["env"]["name"]
-    spec = shoal.env_spec(env)
+    spec = shoal.env_spec(env, **shoal_config.env_kwargs(cfg["env"]))
+    eval_kwargs = shoal_config.env_kwargs(cfg["env"], evaluation=True)  # real scores: no reward clipping
     check_backend(vc["backend"])
     device = resolve_device(tc["device"])
     if tc["torch_threads"] > 0:
@@ -1004,7 +1071,8 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     def run_eval() -> float:
         with timers.time("eval"):
             policy.eval()
-            r = evaluate(policy, env, tc["eval_episodes"], eval_seed, tc["eval_deterministic"], device)
+            r = evaluate(policy, env, tc["eval_episodes"], eval_seed, tc["eval_deterministic"], device,
+                         env_kwargs=eval_kwargs)
             policy.train()
         return r["mean_return"]
 
@@ -1094,6 +1162,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     summary["losses"] = losses
     if not summary["interrupted"]:
         policy.eval()
-        final = evaluate(policy, env, tc["eval_episodes"], eval_seed + 1, tc["eval_deterministic"], device)
+        final = evaluate(policy, env, tc["eval_episodes"], eval_seed + 1, tc["eval_deterministic"], device,
+                         env_kwargs=eval_kwargs)
         summary["eval_return"] = final["mean_return"]
     return summary
