@@ -21,7 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CC = shutil.which("cc")
 pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler (`cc`) on PATH to lay out the C headers")
 
-ENVS = sorted(p.name for p in (ROOT / "envs").iterdir() if (p / "binding.pyx").is_file())
+# Header envs: a binding over the folder's own <env>.h (not envs/atari, whose
+# binding drives ale-py).
+ENVS = sorted(p.name for p in (ROOT / "envs").iterdir()
+              if (p / "binding.pyx").is_file() and (p / f"{p.name}.h").is_file())
 
 # Prints: `<key> <value>` per line. FIELD gives offset, size and kind of a
 # member: f (floating), i (signed), u (unsigned).
