@@ -20,10 +20,15 @@ is how the work moves:
   float64 for a float32 Box, or lists) travel pickled instead, so that envs
   see exactly the rows SyncVectorEnv would pass them.
 - Nothing is pickled on a step unless there is something to say: a worker
-  sends infos (and SAME_STEP final observations) over its pipe only when an
-  env returned a non-empty info, and flags that in its control block.
+  sends infos (and SAME_STEP final observations) only when an env returned a
+  non-empty info, and flags that in its control block. They are pickled into
+  the worker's reply area of the shared region (over its pipe when larger
+  than REPLY_BYTES). After long steps (Atari, MuJoCo) the parent reads each
+  worker's reply as soon as that worker is done, while the others still
+  step, and sleeps instead of yielding its core while it waits.
 - Other commands (reset with seeds and options, call, get_attr, set_attr,
-  render) travel as messages over the worker's pipe.
+  render) travel as messages over the worker's pipe; their replies come back
+  as a step's infos do.
 
 Faults: an exception in an env is re-raised in the parent with the worker's
 traceback attached as a note, and the pool is closed. A worker that dies is
@@ -77,22 +82,57 @@ from shoal.pool.workers import ParentWatch, Workers, start_method, start_worker
 STATUS_QUIET = 0   # results are in shared memory, nothing on the pipe
 STATUS_REPLY = 1   # a reply waits on the pipe
 STATUS_ERROR = 2   # an exception report waits on the pipe
+STATUS_SHARED = 3  # a reply waits in the worker's reply area of shared memory
 
-PARENT_YIELD_S = _native.YIELD_S  # how long a waiter yields its core before sleeping
+# Each worker's reply area: a pickled reply (infos, call results) up to this
+# size travels through shared memory, written before the worker reports done;
+# a larger one goes over the pipe. Saves a write on the worker's side and a
+# poll and reads on the parent's, on every step whose envs return infos
+# (Atari's lives and frame numbers, MuJoCo's reward terms).
+REPLY_BYTES = 64 * 1024
+
+# How long a waiter yields its core (sched_yield) before sleeping on the
+# futex: PARENT_YIELD_S for the parent waiting on its workers, WORKER_YIELD_S
+# for a worker waiting for the next command.
+#
+# After LONG_STEPS_IN_A_ROW steps that took longer than LONG_STEP_S each
+# (Atari, MuJoCo: a block costs milliseconds; one short step preempted by
+# other work does not count) the parent yields only LONG_STEP_YIELD_S, then sleeps:
+# a parent that keeps yielding stays runnable, a third process on a machine
+# with as many workers as cores, while its futex wake-up costs tens of
+# microseconds, little next to such a step. It then also waits for the
+# workers one by one, reading each reply while the later workers still step
+# (AsyncVectorEnv._wait). Short steps (CartPole: microseconds per env) keep
+# yielding, as there a wake-up would cost more than the step (the rule of
+# the native pool's parent, shoal.pool.native).
+#
+# A worker may do the same after a long command (WORKER_LONG_STEP_YIELD_S);
+# by default it does not: measured on 2 cores (scripts/profile_python_pool.py,
+# Pong and HalfCheetah) sleeping at once gained nothing, and a sleeping
+# worker puts a wake-up from an idle core on every step's critical path.
+PARENT_YIELD_S = _native.YIELD_S
 WORKER_YIELD_S = _native.YIELD_S
+LONG_STEP_S = 0.5e-3
+LONG_STEPS_IN_A_ROW = 3
+LONG_STEP_YIELD_S = 20e-6                   # the parent's, after a long step
+WORKER_LONG_STEP_YIELD_S = WORKER_YIELD_S   # a worker's, after a long command
 _RESERVED_CALLS = ("reset", "step", "close", "_setattr", "_check_spaces")
 
 
 class _SharedMemory:
     """The pool's one shared region: worker control blocks, rewards and flags,
-    and (when shareable) the observation and action batches."""
+    the workers' reply areas (REPLY_BYTES each) and (when shareable) the
+    observation and action batches."""
 
     def __init__(self, num_envs: int, num_workers: int, observation_space: Space | None,
-                 action_space: Space | None, region: SharedRegion | None = None):
+                 action_space: Space | None, region: SharedRegion | None = None,
+                 reply_bytes: int | None = None):
         self.num_envs, self.num_workers = num_envs, num_workers
+        self.reply_bytes = reply_bytes = REPLY_BYTES if reply_bytes is None else reply_bytes
         self.observation_space, self.action_space = observation_space, action_space
         n = num_envs
-        sizes = [num_workers * CTRL_BYTES, _up(8 * n), _up(n), _up(n)]
+        sizes = [num_workers * CTRL_BYTES, _up(8 * n), _up(n), _up(n),
+                 _up(8 * num_workers), _up(num_workers * reply_bytes)]
         if observation_space is not None:
             sizes.append(batch_bytes(observation_space, n))
         if action_space is not None:
@@ -104,7 +144,10 @@ class _SharedMemory:
         self.rewards = np.frombuffer(memory, np.float64, n, offsets[1])
         self.terminations = np.frombuffer(memory, np.bool_, n, offsets[2])
         self.truncations = np.frombuffer(memory, np.bool_, n, offsets[3])
-        k = 4
+        self.reply_sizes = np.frombuffer(memory, np.int64, num_workers, offsets[4])
+        self.reply_areas = np.frombuffer(memory, np.uint8, num_workers * reply_bytes, offsets[5]) \
+            .reshape(num_workers, reply_bytes)
+        k = 6
         self.observations = self.actions = None
         if observation_space is not None:
             self.observations = carve_batch(observation_space, n, memory, int(offsets[k]))
@@ -114,12 +157,13 @@ class _SharedMemory:
 
     def __reduce__(self):  # spawned workers rebuild the same views over the same region
         return (_SharedMemory, (self.num_envs, self.num_workers, self.observation_space,
-                                self.action_space, self.region))
+                                self.action_space, self.region, self.reply_bytes))
 
     def close(self) -> None:
         # Our own views first: while any is alive the mapping cannot close,
         # and a closed pool would keep its memory as long as it is referenced.
         self.rewards = self.terminations = self.truncations = None
+        self.reply_sizes = self.reply_areas = None
         self.observations = self.actions = None
         self.region.close()
 
@@ -280,9 +324,13 @@ def _worker_main(worker: int, env_fns: CloudpickleWrapper, start: int, memory: _
         pipe.send(("error", _error_report(worker)))
         return
     control = memory.control_address + worker * CTRL_BYTES
+    reply_area, reply_sizes = memory.reply_areas[worker], memory.reply_sizes
     seen = 0
+    clock = time.perf_counter
+    yield_s = WORKER_YIELD_S
     while True:
-        seen, command = _native.next_request(control, seen, WORKER_YIELD_S)
+        seen, command = _native.next_request(control, seen, yield_s)
+        started = clock()
         if command == _native.CMD_CLOSE:
             block.close()
             _native.report_done(control, seen, STATUS_QUIET)
@@ -303,8 +351,14 @@ def _worker_main(worker: int, env_fns: CloudpickleWrapper, start: int, memory: _
             pipe.send(_error_report(worker, block.current))
             block.current = None
             continue
+        # how long the next wait yields (WORKER_LONG_STEP_YIELD_S after a long command)
+        yield_s = WORKER_LONG_STEP_YIELD_S if clock() - started > LONG_STEP_S else WORKER_YIELD_S
         if quiet:
             _native.report_done(control, seen, STATUS_QUIET)
+        elif len(payload) <= memory.reply_bytes:
+            reply_area[:len(payload)] = memoryview(payload)
+            reply_sizes[worker] = len(payload)
+            _native.report_done(control, seen, STATUS_SHARED)
         else:
             _native.report_done(control, seen, STATUS_REPLY)
             pipe.send_bytes(payload)
@@ -434,6 +488,9 @@ class AsyncVectorEnv(VectorEnv):
             self.observations = create_empty_array(self.single_observation_space, n=self.num_envs,
                                                    fn=np.zeros)
         self._ctrl = self._memory.control_address
+        self._yield_s, self._long_steps, self._long_waits = PARENT_YIELD_S, False, 0  # see _wait
+        self._replies, self._errors, self._taken = [], [], 0  # see _start_command
+        self._infos = self._merge_error = None
         self._state = AsyncState.DEFAULT
         self._stale = False  # a timed-out command may still be running
         self.closed = False
@@ -500,39 +557,72 @@ class AsyncVectorEnv(VectorEnv):
             pipe.send(message)
 
     def _wait(self, timeout: float | None) -> bool:
-        """Wait until every worker finished its command; False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            slice_s = _WAIT_SLICE_S if deadline is None else \
-                min(_WAIT_SLICE_S, max(0.0, deadline - time.monotonic()))
-            busy = _native.wait_done(self._ctrl, 0, self.num_workers, slice_s, PARENT_YIELD_S)
-            if busy < 0:
-                return True
-            if not self._workers.processes[busy].is_alive():
-                raise self._workers.failure(busy, "died")
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
+        """Wait until every worker finished its command, reading each reply
+        as soon as its worker is done (_take_reply); False on timeout (the
+        replies read so far are kept for when the command is drained).
 
-    def _collect(self) -> list:
-        """Replies of the finished command, one per worker (None: quiet).
-        Raises the workers' exceptions, after closing the pool."""
-        replies, errors = [], []
-        for k in range(self.num_workers):
-            status = _native.worker_status(self._ctrl, k)
-            if status == STATUS_QUIET:
-                replies.append(None)
-                continue
-            message = self._receive(k)
-            if status == STATUS_ERROR:
-                errors.append(message)
-            replies.append(message)
-        if errors:
-            self._raise_worker_errors(errors)
-        return replies
+        After long steps (LONG_STEPS_IN_A_ROW waits over LONG_STEP_S) the
+        parent waits for the workers one at a time, in order: a reply (infos, final observations) is then
+        read and merged while the workers after it still step, instead of
+        after the last one, with every worker idle. Short commands wait for
+        all workers in one call (a call per worker would cost more than it
+        saves), then read the replies."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        started = time.perf_counter()
+        ctrl, count, replies = self._ctrl, self.num_workers, self._replies
+        one_by_one = self._long_steps
+        try:
+            while self._taken < count:
+                k = self._taken
+                slice_s = _WAIT_SLICE_S if deadline is None else \
+                    min(_WAIT_SLICE_S, max(0.0, deadline - time.monotonic()))
+                busy = _native.wait_done(ctrl, k, 1 if one_by_one else count - k, slice_s, self._yield_s)
+                done = (k + 1 if one_by_one else count) if busy < 0 else busy
+                for j in range(k, done):  # workers before `busy` are done
+                    if _native.worker_status(ctrl, j) == STATUS_QUIET:
+                        replies.append(None)
+                    else:
+                        self._take_reply(j)
+                self._taken = done
+                if busy < 0:
+                    continue
+                if not self._workers.processes[busy].is_alive():
+                    raise self._workers.failure(busy, "died")
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+            return True
+        finally:
+            # How the last waits went decides how the next one waits
+            # (LONG_STEP_S): long after LONG_STEPS_IN_A_ROW long ones (one
+            # preempted short step is not a long step), short after any short one.
+            self._long_waits = self._long_waits + 1 if time.perf_counter() - started > LONG_STEP_S else 0
+            self._long_steps = self._long_waits >= LONG_STEPS_IN_A_ROW
+            self._yield_s = LONG_STEP_YIELD_S if self._long_steps else PARENT_YIELD_S
+
+    def _take_reply(self, k: int) -> None:
+        """Read the reply of worker k (done, not quiet) to the finished
+        command; an exception report is kept for _finish to raise; infos of
+        a step or reset are merged now, in env order (the workers' order)."""
+        status = _native.worker_status(self._ctrl, k)
+        if status == STATUS_SHARED:
+            reply = pickle.loads(self._memory.reply_areas[k, :self._memory.reply_sizes[k]])
+        else:
+            reply = self._receive(k)
+        if status == STATUS_ERROR:
+            self._errors.append(reply)
+        elif reply is not None and self._infos is not None and not self._errors \
+                and self._merge_error is None:
+            try:
+                for i, info in reply[1]:
+                    self._infos = self._add_info(self._infos, info, i)
+            except Exception as error:  # raised by _gather, as when merged after the wait
+                self._merge_error = error
+        self._replies.append(reply)
 
     def _finish(self, timeout: float | None, call: str) -> list | None:
-        """Wait for the command in flight and collect its replies; closes the
-        pool on any failure (a dead worker, an env's exception, Ctrl-C)."""
+        """Wait for the command in flight and collect its replies, one per
+        worker (None: quiet); closes the pool on any failure (a dead worker,
+        an env's exception, Ctrl-C), raising the workers' exceptions."""
         self._assert_is_running()
         try:
             if not self._wait(timeout):
@@ -540,7 +630,9 @@ class AsyncVectorEnv(VectorEnv):
                 self._stale = True
                 raise mp.TimeoutError(f"The call to `{call}` has timed out after {timeout} second(s).")
             self._state = AsyncState.DEFAULT
-            return self._collect()
+            if self._errors:
+                self._raise_worker_errors(self._errors)
+            return self._replies
         except mp.TimeoutError:
             raise
         except BaseException:
@@ -640,7 +732,7 @@ class AsyncVectorEnv(VectorEnv):
         messages = [("reset", list(seed[a:b]), options,
                      None if reset_mask is None else reset_mask[a:b].tolist())
                     for a, b in self._blocks]
-        self._start_command(lambda: self._send_messages(messages))
+        self._start_command(lambda: self._send_messages(messages), infos=True)
         self._state = AsyncState.WAITING_RESET
 
     def reset_wait(self, timeout: float | None = None):
@@ -669,13 +761,14 @@ class AsyncVectorEnv(VectorEnv):
         # and lists travel pickled, as rows of `iterate`.
         if self._memory.actions is not None and copy_if_fits(self.single_action_space,
                                                              self._memory.actions, actions):
-            self._start_command(lambda: _native.send(self._ctrl, 0, self.num_workers, _native.CMD_STEP))
+            self._start_command(lambda: _native.send(self._ctrl, 0, self.num_workers, _native.CMD_STEP),
+                                infos=True)
         else:  # actions travel pickled, a block per worker
             per_env = list(iterate(self.action_space, actions))
             if len(per_env) != self.num_envs:
                 raise ValueError(f"expected actions for {self.num_envs} envs, got {len(per_env)}")
             messages = [("step", per_env[a:b]) for a, b in self._blocks]
-            self._start_command(lambda: self._send_messages(messages))
+            self._start_command(lambda: self._send_messages(messages), infos=True)
         self._state = AsyncState.WAITING_STEP
 
     def step_wait(self, timeout: float | None = None):
@@ -767,7 +860,11 @@ class AsyncVectorEnv(VectorEnv):
         if self.closed:
             raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, after a call to `close()`.")
 
-    def _start_command(self, start: Callable[[], None]) -> None:
+    def _start_command(self, start: Callable[[], None], infos: bool = False) -> None:
+        """Hand a command to the workers (`start`); infos: its replies carry
+        infos to merge (step, reset)."""
+        self._replies, self._errors, self._taken = [], [], 0
+        self._infos, self._merge_error = ({} if infos else None), None
         try:
             start()
         except BaseException as error:
@@ -779,19 +876,16 @@ class AsyncVectorEnv(VectorEnv):
             raise
 
     def _gather(self, replies: list) -> dict:
-        """Infos in env order (as SyncVectorEnv builds them) and, when obs
-        travel by pipe, the observations."""
-        infos: dict = {}
-        if not any(replies):
-            return infos
-        if self._obs_by_pipe:
+        """Infos in env order (as SyncVectorEnv builds them: merged by
+        _take_reply as the replies came) and, when obs travel by pipe, the
+        observations."""
+        if self._obs_by_pipe and any(replies):
             observations = [obs for reply in replies for obs in reply[0]]
             self.observations = concatenate(self.single_observation_space, observations, self.observations)
-        for reply in replies:
-            if reply is not None:
-                for i, info in reply[1]:
-                    infos = self._add_info(infos, info, i)
-        return infos
+        if self._merge_error is not None:
+            error, self._merge_error = self._merge_error, None
+            raise error
+        return self._infos
 
     def _observations_out(self):
         return _copy_structure(self.observations) if self.copy else self.observations
