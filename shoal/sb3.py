@@ -46,6 +46,19 @@ import shoal
 from shoal.registration import gym_id
 
 
+def sb3_dones_and_infos(terminated, truncated, info: dict) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """SB3's dones and per-env infos from a SAME_STEP step: "TimeLimit.truncated"
+    (truncated, not terminated) for every env, and "terminal_observation" (a
+    copy of info["final_obs"][i]) for the envs whose episode ended."""
+    dones = np.logical_or(terminated, truncated)
+    infos: list[dict[str, Any]] = [{"TimeLimit.truncated": bool(t and not d)}
+                                   for t, d in zip(truncated, terminated)]
+    for i in np.flatnonzero(dones):
+        final = info["final_obs"][i]
+        infos[i]["terminal_observation"] = final.copy() if isinstance(final, np.ndarray) else final
+    return dones, infos
+
+
 class ShoalVecEnv(VecEnv):
     """A first-party shoal env pool as an SB3 `VecEnv` (one SB3 env per agent row).
 
@@ -94,13 +107,8 @@ class ShoalVecEnv(VecEnv):
             raise RuntimeError("step_wait() without step_async()")
         actions, self._actions = self._actions, None
         obs, rewards, terminals, truncations, info = self.pool.step(np.asarray(actions))
-        dones = terminals | truncations
-        time_limit = truncations & ~terminals
-        infos: list[dict[str, Any]] = [{"TimeLimit.truncated": bool(t)} for t in time_limit]
-        final_obs = info["final_obs"]
-        for i in np.flatnonzero(dones):
-            infos[i]["terminal_observation"] = final_obs[i].copy()
-        return obs.copy(), rewards.astype(np.float32), dones.copy(), infos
+        dones, infos = sb3_dones_and_infos(terminals, truncations, info)
+        return obs.copy(), rewards.astype(np.float32), dones, infos
 
     def close(self) -> None:
         self.pool.close()
@@ -172,11 +180,7 @@ class VectorEnvAdapter(VecEnv):
             raise RuntimeError("step_wait() without step_async()")
         actions, self._actions = self._actions, None
         obs, rewards, terminated, truncated, info = self.vector_env.step(np.asarray(actions))
-        dones = np.logical_or(terminated, truncated)
-        infos: list[dict[str, Any]] = [
-            {"TimeLimit.truncated": bool(truncated[i] and not terminated[i])} for i in range(self.num_envs)]
-        for i in np.flatnonzero(dones):
-            infos[i]["terminal_observation"] = info["final_obs"][i]
+        dones, infos = sb3_dones_and_infos(terminated, truncated, info)
         return obs, np.asarray(rewards, dtype=np.float32), dones, infos
 
     def close(self) -> None:
