@@ -132,7 +132,7 @@ def test_tiny_run_measures_every_contender(monkeypatch):
     installed) and the targets come out, judged (TARGET_MIN_ENVS lowered)."""
     monkeypatch.setattr(section, "TARGET_MIN_ENVS", 1)
     ver = envpool_version()
-    lines, errors = section.run(tiny(gym_max_envs=2), 2, ver, log=sys.stderr)
+    lines, errors = section.run(tiny(gym_max_envs=2), 2, ver)
     assert errors == []
     text = "\n".join(lines)
     assert "- load average (1, 5, 15 min) at the start:" in text
@@ -156,7 +156,7 @@ def test_without_envpool_and_atari_vector_env(monkeypatch):
     """No EnvPool and no AtariVectorEnv: no rows of theirs, a note for each,
     and no target against them; the others are measured."""
     monkeypatch.setattr(section, "ale_vector_available", lambda: "ImportError: not here")
-    lines, errors = section.run(tiny(), 2, None, log=sys.stderr)
+    lines, errors = section.run(tiny(), 2, None)
     text = "\n".join(lines)
     assert errors == []
     assert "EnvPool: not installed" in text and "AtariVectorEnv: cannot be imported (ImportError: not here)" in text

@@ -55,16 +55,19 @@ def test_shoal_bench_envs_section_quick(tmp_path):
 
 
 def test_bench_package_has_no_import_cycle():
-    """shoal.bench's sections import the timing module (python_envs also
-    cartpole's gymnasium helpers), never the package itself; timing imports
-    no part of shoal.bench."""
+    """shoal.bench's sections import the shared modules (timing, steppers,
+    sections; python_envs also cartpole's env id), never the package itself;
+    timing imports no part of shoal.bench."""
     import ast
     from pathlib import Path
 
     import shoal.bench
 
-    allowed = {"timing": set(), "cartpole": {"shoal.bench.timing"}, "envs": {"shoal.bench.timing"},
-               "python_envs": {"shoal.bench.timing", "shoal.bench.cartpole"}}
+    timing, steppers, sections = "shoal.bench.timing", "shoal.bench.steppers", "shoal.bench.sections"
+    allowed = {"timing": set(), "steppers": {timing}, "sections": {timing, steppers},
+               "cartpole": {timing, steppers}, "envs": {timing},
+               "python_envs": {timing, steppers, sections, "shoal.bench.cartpole"},
+               "mujoco": {timing, steppers, sections}, "atari": {timing, steppers, sections}}
     folder = Path(shoal.bench.__file__).parent
     for name, ok in allowed.items():
         tree = ast.parse((folder / f"{name}.py").read_text())

@@ -73,7 +73,7 @@ def test_tiny_run_measures_every_contender(monkeypatch):
     need_native()
     monkeypatch.setattr(section, "TARGET_MIN_ENVS", 1)
     ver = envpool_version()
-    lines, errors = section.run(tiny(gym_max_envs=2), 2, ver, log=sys.stderr)
+    lines, errors = section.run(tiny(gym_max_envs=2), 2, ver)
     assert errors == []
     text = "\n".join(lines)
     labels = [section.C_LOOP, section.C_LOOP_CORES, section.SERIAL, section.NATIVE_SYNC, section.NATIVE_ASYNC,
@@ -97,7 +97,7 @@ def test_without_envpool_and_with_an_unfinished_env(monkeypatch):
     real = section.available
     monkeypatch.setattr(section, "available",
                         lambda name: "RuntimeError: Ant is not implemented" if name == "Ant" else real(name))
-    lines, errors = section.run(tiny(envs=["Ant", "HalfCheetah"]), 2, None, log=sys.stderr)
+    lines, errors = section.run(tiny(envs=["Ant", "HalfCheetah"]), 2, None)
     text = "\n".join(lines)
     assert errors == []
     assert "EnvPool not installed" in text and "EnvPool sync" not in text.split("| env |", 1)[1]

@@ -4,7 +4,7 @@ plain C loop, and the Python-env and first-party envs sections.
 Every contender runs in the same process and the same run, so the ratios
 hold even on a shared, noisy machine (absolute numbers do not travel).
 
-Contenders (each one function in shoal.bench.cartpole):
+Contenders (each an opener of shoal.bench.steppers, planned in shoal.bench.cartpole):
 
   C loop             shoal's CartPole vector loop in one nogil C call
                      (`Block.run_steps`): the single-core limit. "C loop x
@@ -80,10 +80,16 @@ standard preprocessing, against the targets of the atari issue; it is
 skipped with a note when ale-py or OpenCV is missing. It is not in the "all"
 group (its full run takes minutes): ask for it with --contenders atari.
 
+Progress: --progress auto|rich|plain|none (shoal.progress; default auto: a
+rich progress bar when rich is installed and stderr is a terminal, else a
+short line per measurement) goes to stderr; the report alone goes to stdout.
+
 Layout: this module is the command line and the report's header; one module
-per section (cartpole, python_envs, envs, mujoco, atari), all timed with timing. A section
-imports timing (and python_envs the gymnasium helpers of cartpole), never
-this module.
+per section (cartpole, python_envs, envs, mujoco, atari), all timed with
+timing. What the sections share: steppers (the contenders' step loops: shoal
+pools, gymnasium's vectorizers, EnvPool, the C loop) and sections (measuring
+groups in interleaved rounds, their tables, targets and options). A section
+imports these (and python_envs cartpole's env id), never this module.
 """
 from __future__ import annotations
 
@@ -91,10 +97,10 @@ import argparse
 import datetime
 import os
 import platform
-import sys
 
 import numpy as np
 
+from shoal import progress
 from shoal.bench import atari, cartpole, envs, mujoco, python_envs
 from shoal.bench.cartpole import ENV, ENVPOOL, envpool_version
 from shoal.bench.timing import ACTION_TABLE_ROWS, Settings, cpu_line
@@ -206,6 +212,7 @@ def parser() -> argparse.ArgumentParser:
     atari.add_arguments(p, int_list)   # --atari-games, --atari-num-envs, --atari-rounds, --atari-seconds
     p.add_argument("--quick", action="store_true", help="smoke mode: tiny sweep, short runs, one repeat")
     p.add_argument("--out", help="also write the markdown report to this file")
+    progress.add_argument(p, "the measurements")
     return p
 
 
@@ -250,22 +257,24 @@ def main(argv: list[str] | None = None) -> int:
 
     report, errors = header(cores, envpool_ver, s), []
     python_section, envs_section = PYTHON_SECTION in s.contenders, ENVS_SECTION in s.contenders
-    if python_section:  # first: it forks, and must not while EnvPool's threads exist
-        python_lines, errors = python_envs.run(s, cores, log=sys.stderr)
-    if envs_section:  # also forks: before EnvPool too
-        envs_lines, envs_errors = envs.run(s.seconds, s.warmup, s.repeats, cores, log=sys.stderr)
-        errors += envs_errors
-    if MUJOCO_SECTION in s.contenders:  # forks too; builds its EnvPools after its forks, per group
-        ms = mujoco.settings(args, sorted(set(s.workers)), s.warmup, s.gym_max_envs)
-        mujoco_lines, mujoco_errors = mujoco.run(ms, cores, envpool_ver, log=sys.stderr)
-        errors += mujoco_errors
-    if ATARI_SECTION in s.contenders:  # forks too; builds its threaded contenders after its forks, per group
-        atari_settings = atari.settings(args, sorted(set(s.workers)), s.warmup, s.gym_max_envs)
-        atari_lines, atari_errors = atari.run(atari_settings, cores, envpool_ver, log=sys.stderr)
-        errors += atari_errors
+    with progress.Progress(args.progress) as shown:   # on stderr; ended before the report is printed
+        if python_section:  # first: it forks, and must not while EnvPool's threads exist
+            python_lines, errors = python_envs.run(s, cores, shown)
+        if envs_section:  # also forks: before EnvPool too
+            envs_lines, envs_errors = envs.run(s.seconds, s.warmup, s.repeats, cores, progress=shown)
+            errors += envs_errors
+        if MUJOCO_SECTION in s.contenders:  # forks too; builds its EnvPools after its forks, per group
+            ms = mujoco.settings(args, sorted(set(s.workers)), s.warmup, s.gym_max_envs)
+            mujoco_lines, mujoco_errors = mujoco.run(ms, cores, envpool_ver, shown)
+            errors += mujoco_errors
+        if ATARI_SECTION in s.contenders:  # forks too; builds its threaded contenders after its forks, per group
+            atari_settings = atari.settings(args, sorted(set(s.workers)), s.warmup, s.gym_max_envs)
+            atari_lines, atari_errors = atari.run(atari_settings, cores, envpool_ver, shown)
+            errors += atari_errors
+        if main_sweep(s):
+            main_lines, main_errors = cartpole.run(s, cores, envpool_ver, shown)
+            errors += main_errors
     if main_sweep(s):
-        main_lines, main_errors = cartpole.run(s, cores, envpool_ver, log=sys.stderr)
-        errors += main_errors
         report += [""] + main_lines
     if python_section:
         report += [""] + python_lines

@@ -68,19 +68,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import importlib.util
 import inspect
-import os
-import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
-from shoal.bench.timing import (ACTION_TABLE_ROWS, Result, _calibrate_chunk, cycling, format_rate,
-                                interleaved)
+from shoal.bench.sections import (ENVPOOL, ENVPOOL_ASYNC, ENVPOOL_SYNC, GYM_ASYNC, GYM_SYNC, NATIVE,  # noqa: F401
+                                  NATIVE_ASYNC, NATIVE_SYNC, PY_SHOAL, SERIAL, GroupSettings, GroupTable, Options, Row,
+                                  best, envpool_rows, groups, gym_rows, measure_groups, measured, name_list,
+                                  native_rows, threaded_rows)
+from shoal.bench.steppers import step_all, stepping, table
+from shoal.bench.timing import ACTION_TABLE_ROWS, cycling
 
 GAMES = ("Pong", "Breakout")
 FRAMESKIP = 4   # emulator frames per env-step, every contender
@@ -111,27 +112,19 @@ GYM_PREPROCESSING_KWARGS = {"frame_skip": FRAMESKIP, "noop_max": 30, "screen_siz
                             "grayscale_obs": True, "terminal_on_life_loss": False}
 GYM_STACK = 4
 
-# Contenders (table labels), in table order.
+# Contenders (table labels), in table order; the others are shoal.bench.sections'.
 BARE_ALE = "bare ALE (ALEInterface.act)"
 BARE_ALE_CORES = "bare ALE x cores (computed)"
 C_LOOP = "shoal C loop"
-SERIAL = "shoal Serial"
-NATIVE_SYNC = "shoal native sync"
-NATIVE_ASYNC = "shoal native async"
-ENVPOOL_SYNC = "EnvPool sync"
-ENVPOOL_ASYNC = "EnvPool async"
 ALE_VEC_SYNC = "ale-py AtariVectorEnv sync"
 ALE_VEC_ASYNC = "ale-py AtariVectorEnv async"
-GYM_SYNC = "gymnasium SyncVectorEnv"
-GYM_ASYNC = "gymnasium AsyncVectorEnv"
-PY_SHOAL = "shoal.pool.AsyncVectorEnv"
 ORDER = [BARE_ALE, BARE_ALE_CORES, C_LOOP, SERIAL, NATIVE_SYNC, NATIVE_ASYNC, ENVPOOL_SYNC, ENVPOOL_ASYNC,
          ALE_VEC_SYNC, ALE_VEC_ASYNC, GYM_SYNC, GYM_ASYNC, PY_SHOAL]
-NATIVE = (SERIAL, NATIVE_SYNC, NATIVE_ASYNC)
-ENVPOOL = (ENVPOOL_SYNC, ENVPOOL_ASYNC)
 ALE_VEC = (ALE_VEC_SYNC, ALE_VEC_ASYNC)
 EXTERNAL = ENVPOOL + ALE_VEC
 THREADED = EXTERNAL   # "threads" in the workers column
+TABLE = GroupTable(key="game", reference=BARE_ALE, reference_name="bare ALE", computed=BARE_ALE_CORES,
+                   order=ORDER, threaded=THREADED)
 
 # Targets, from TARGET_MIN_ENVS envs up: native best / best of EnvPool and AtariVectorEnv
 # >= TARGET_EXTERNAL[game]; native best / (bare ALE x cores) >= TARGET_LIMIT;
@@ -143,67 +136,30 @@ TARGET_MIN_ENVS = 8
 
 
 @dataclass
-class AtariSettings:
-    """The section's sweep (filled by `settings` from the command line)."""
-    games: list[str] = field(default_factory=lambda: list(GAMES))
-    num_envs: list[int] = field(default_factory=lambda: [8, 16])
-    rounds: int = 5
-    seconds: float = 0.5
-    warmup: float = 0.2
-    workers: list[int] = field(default_factory=lambda: [1])   # EnvPool / AtariVectorEnv sync threads (+ cores)
-    gym_max_envs: int = 64
-
-
-@dataclass
-class Row(Result):
-    """A Result with the game and the batch size (envs per recv)."""
-    env: str = ""
-    batch: int = 0
+class AtariSettings(GroupSettings):
+    """The section's sweep (filled by `settings` from the command line);
+    workers: EnvPool's and AtariVectorEnv's sync thread counts (and the cores)."""
+    games: list[str]
 
 
 # ---- command line (called by shoal.bench) ------------------------------------------------
 def game_list(text: str) -> list[str]:
     from shoal.envs.atari.games import GAMES as ALL   # importable without ale-py
 
-    known = {name.lower(): name for name, _, _ in ALL}
-    names = []
-    for key in (k.strip() for k in text.split(",") if k.strip()):
-        if key.lower() not in known:
-            raise argparse.ArgumentTypeError(f"unknown Atari game {key!r}; e.g. {', '.join(GAMES)} "
-                                             f"(any of shoal's {len(known)} Atari envs)")
-        names.append(known[key.lower()])
-    if not names:
-        raise argparse.ArgumentTypeError("expected comma-separated game names")
-    return names
+    return name_list(text, [name for name, _, _ in ALL],
+                     lambda key: f"unknown Atari game {key!r}; e.g. {', '.join(GAMES)} "
+                                 f"(any of shoal's {len(ALL)} Atari envs)", "game")
 
 
-def add_arguments(p: argparse.ArgumentParser, int_list) -> None:
-    p.add_argument("--atari-games", type=game_list, default=None,
-                   help=f"games of the Atari section (default {','.join(GAMES)}; quick: Pong)")
-    p.add_argument("--atari-num-envs", type=int_list, default=None,
-                   help="num_envs of the Atari section (default 8,16; quick: 2)")
-    p.add_argument("--atari-rounds", type=int, default=None,
-                   help="interleaved rounds per contender in the Atari section (default 5; quick: 1)")
-    p.add_argument("--atari-seconds", type=float, default=None,
-                   help="duration of one round in the Atari section (default 0.5; quick: 0.05)")
+OPTIONS = Options("atari", "Atari", "games", game_list,
+                  {"games": (GAMES, ["Pong"]), "num_envs": ([8, 16], [2]), "rounds": (5, 1), "seconds": (0.5, 0.05)})
+add_arguments = OPTIONS.add_arguments   # --atari-games, --atari-num-envs, --atari-rounds, --atari-seconds
 
 
 def settings(args: argparse.Namespace, workers: list[int], warmup: float, gym_max_envs: int) -> AtariSettings:
-    quick = args.quick
-
-    def pick(value, full, small):
-        return value if value is not None else (small if quick else full)
-
-    if quick and args.workers is None:
+    if args.quick and args.workers is None:
         workers = []   # smoke run: EnvPool / AtariVectorEnv at the cores only
-    s = AtariSettings(games=pick(args.atari_games, list(GAMES), ["Pong"]),
-                      num_envs=pick(args.atari_num_envs, [8, 16], [2]),
-                      rounds=pick(args.atari_rounds, 5, 1),
-                      seconds=pick(args.atari_seconds, 0.5, 0.05),
-                      warmup=warmup, workers=list(workers), gym_max_envs=gym_max_envs)
-    if s.rounds < 1 or s.seconds <= 0:
-        raise SystemExit("shoal bench: --atari-rounds must be >= 1 and --atari-seconds > 0")
-    return s
+    return OPTIONS.settings(AtariSettings, args, workers, warmup, gym_max_envs)
 
 
 # ---- versions and availability ------------------------------------------------------------
@@ -262,15 +218,7 @@ def ale_vector_defaults() -> dict:
     return {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
 
 
-# ---- actions ------------------------------------------------------------------------------
-def action_table(num_actions: int, n: int, dtype=np.int32, seed: int = 0) -> np.ndarray:
-    """ACTION_TABLE_ROWS arrays of n random action indices in [0, num_actions):
-    shape (ACTION_TABLE_ROWS, n); the same values for every dtype."""
-    rng = np.random.default_rng(seed)
-    return np.ascontiguousarray(rng.integers(0, num_actions, size=(ACTION_TABLE_ROWS, n)).astype(dtype))
-
-
-# ---- contenders: context managers yielding a step function (returns env-steps run) --------
+# ---- contenders of the Atari family (the others: shoal.bench.sections) ---------------------
 def new_ale(rom: str, seed: int):
     """An ALEInterface with the standard emulator settings, the ROM loaded."""
     import ale_py
@@ -297,7 +245,7 @@ def bare_ale(spec, n: int):
     # Pre-sampled and pre-converted: per row, (act, game_over, reset_game, action) of every env.
     bound = [(a.act, a.game_over, a.reset_game) for a in ales]
     rows = [[(*bound[i], action_set[k]) for i, k in enumerate(row)]
-            for row in action_table(len(action_set), n).tolist()]
+            for row in np.random.default_rng(0).integers(0, len(action_set), (ACTION_TABLE_ROWS, n)).tolist()]
     next_row = cycling(rows)
     frames = range(FRAMESKIP)
     try:
@@ -315,137 +263,29 @@ def bare_ale(spec, n: int):
         ales.clear()
 
 
-@contextlib.contextmanager
-def c_loop(spec, n: int):
-    """The native env's vector loop over n envs in one `Block.run_steps` call
-    per chunk (NEXT_STEP autoreset); one core."""
-    from shoal.pool.layout import RESEED, Buffers
-
-    binding = spec.load_binding()
-    buffers = Buffers(spec, n, 1, shared=False)
-    block = None
-    try:
-        buffers.reset_requests[:] = RESEED
-        buffers.seeds[:] = np.arange(n, dtype=np.uint64)
-        block = binding.Block(buffers, 0, n, 0)   # mode 0: NEXT_STEP autoreset
-        block.reset()
-        table = action_table(spec.action_nvec[0], n)
-        chunk = _calibrate_chunk(block, table)
-        row = 0   # each call goes on from the table row where the last one stopped
-
-        def step():
-            nonlocal row
-            block.run_steps(table, chunk, row)
-            row = (row + chunk) % len(table)
-            return chunk * n
-
-        yield step
-    finally:
-        del block
-        buffers.close()
 
 
-@contextlib.contextmanager
-def native_sync(spec, n: int, workers: int | None):
-    """pool.step in a Python loop: Serial (workers None) or Multiprocessing."""
-    from shoal.pool.native import Multiprocessing, Serial
-
-    pool = Serial(spec, n, seed=0) if workers is None else Multiprocessing(spec, n, num_workers=workers, seed=0)
-    try:
-        next_actions = cycling(action_table(spec.action_nvec[0], n))
-
-        def step():
-            pool.step(next_actions())
-            return n
-
-        yield step
-    finally:
-        pool.close()
-
-
-@contextlib.contextmanager
-def native_async(spec, n: int, workers: int):
-    """async_reset, then recv() one half of the envs while the other steps."""
-    from shoal.pool.native import Multiprocessing
-
-    batch = n // 2
-    pool = Multiprocessing(spec, n, num_workers=workers, batch_size=batch, seed=0)
-    try:
-        pool.async_reset(seed=0)
-        next_actions = cycling(action_table(spec.action_nvec[0], batch))
-
-        def step():
-            pool.recv()
-            pool.send(next_actions())
-            return batch
-
-        yield step
-    finally:
-        pool.close()
-
-
-@contextlib.contextmanager
-def envpool_env(spec, n: int, batch: int, threads: int):
-    """EnvPool's <Game>-v5 (gymnasium API, ENVPOOL_KWARGS): sync step when
-    batch == n, else recv / send of `batch` envs."""
-    import envpool
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        env = envpool.make(f"{spec.name}-v5", env_type="gymnasium", num_envs=n, batch_size=batch,
-                           num_threads=threads, seed=0, **ENVPOOL_KWARGS)
-    try:
-        next_actions = cycling(action_table(spec.action_nvec[0], batch, dtype=env.action_space.dtype))
-        if batch == n:
-            env.reset()
-
-            def step():
-                env.step(next_actions())
-                return n
-        else:
-            env.async_reset()
-
-            def step():
-                info = env.recv()[4]
-                env.send(next_actions(), info["env_id"])
-                return batch
-
-        yield step
-    finally:
-        env.close()
-        del env
-        gc.collect()   # EnvPool's threads end with the object: none may outlive it into a fork
-
-
-@contextlib.contextmanager
 def ale_vector_env(spec, n: int, batch: int, threads: int):
-    """ale_py.vector_env.AtariVectorEnv (ALE_VECTOR_KWARGS): step when batch ==
-    n, else send / recv of `batch` envs (it remembers which envs the last
-    recv returned)."""
+    """ale_py.vector_env.AtariVectorEnv (ALE_VECTOR_KWARGS), reset with seed
+    0: step when batch == n, else send / recv of `batch` envs (it remembers
+    which envs the last recv returned)."""
     from ale_py.vector_env import AtariVectorEnv
 
     from shoal.envs.atari import ROM_IDS
 
+    actions = table(spec, batch)
     env = AtariVectorEnv(ROM_IDS[spec.name], n, batch_size=0 if batch == n else batch, num_threads=threads,
                          **ALE_VECTOR_KWARGS)
-    try:
-        env.reset(seed=0)
-        next_actions = cycling(action_table(spec.action_nvec[0], batch))
-        if batch == n:
-            def step():
-                env.step(next_actions())
-                return n
-        else:
-            def step():
-                env.send(next_actions())
-                env.recv()
-                return batch
+    if batch == n:
+        return stepping(env, step_all(env, n, actions), partial(env.reset, seed=0))
+    next_actions = cycling(actions)
 
-        yield step
-    finally:
-        env.close()
-        del env
-        gc.collect()   # its threads end with the object: none may outlive it into a fork
+    def step():
+        env.send(next_actions())
+        env.recv()
+        return batch
+
+    return stepping(env, step, partial(env.reset, seed=0))
 
 
 def gym_atari(game: str):
@@ -460,186 +300,50 @@ def gym_atari(game: str):
     return FrameStackObservation(AtariPreprocessing(env, **GYM_PREPROCESSING_KWARGS), stack_size=GYM_STACK)
 
 
-@contextlib.contextmanager
-def gym_vector(spec, n: int, kind: str, workers: int | None = None):
-    """A gymnasium-API vector env of n `gym_atari` envs: gymnasium's Sync /
-    AsyncVectorEnv or shoal.pool.AsyncVectorEnv."""
-    import gymnasium
-
-    fns = [partial(gym_atari, spec.name)] * n
-    if kind == "sync":
-        envs = gymnasium.vector.SyncVectorEnv(fns)
-    elif kind == "async":
-        envs = gymnasium.vector.AsyncVectorEnv(fns)
-    else:
-        from shoal.pool import AsyncVectorEnv
-
-        envs = AsyncVectorEnv(fns, num_workers=workers)
-    try:
-        envs.reset(seed=0)
-        next_actions = cycling(action_table(spec.action_nvec[0], n, dtype=np.int64))
-
-        def step():
-            envs.step(next_actions())
-            return n
-
-        yield step
-    finally:
-        envs.close()
-
-
 def contenders(spec, n: int, s: AtariSettings, cores: int, have_envpool: bool,
                have_ale_vector: bool) -> list[tuple]:
     """(label, workers, batch, opener) at game `spec` and n envs, in the order
     they are built: everything that forks comes before EnvPool's and
     AtariVectorEnv's threads."""
-    w = min(cores, n)
-    wa = w + w % 2   # async: two batches need an even worker count
-    rows = [(BARE_ALE, 1, n, partial(bare_ale, spec, n)),
-            (C_LOOP, 1, n, partial(c_loop, spec, n)),
-            (SERIAL, 1, n, partial(native_sync, spec, n, None)),
-            (NATIVE_SYNC, w, n, partial(native_sync, spec, n, w))]
-    if n % 2 == 0 and wa <= n:
-        rows.append((NATIVE_ASYNC, wa, n // 2, partial(native_async, spec, n, wa)))
+    rows = [(BARE_ALE, 1, n, partial(bare_ale, spec, n))] + native_rows(spec, n, cores, C_LOOP)
     if n <= s.gym_max_envs:
-        rows += [(GYM_SYNC, 1, n, partial(gym_vector, spec, n, "sync")),
-                 (GYM_ASYNC, n, n, partial(gym_vector, spec, n, "async")),
-                 (PY_SHOAL, w, n, partial(gym_vector, spec, n, "shoal", w))]
+        rows += gym_rows(partial(gym_atari, spec.name), spec, n, cores)
     threads = sorted(set(s.workers) | {cores})
-    for available, sync_label, async_label, opener in (
-            (have_envpool, ENVPOOL_SYNC, ENVPOOL_ASYNC, envpool_env),
-            (have_ale_vector, ALE_VEC_SYNC, ALE_VEC_ASYNC, ale_vector_env)):
-        if not available:
-            continue
-        rows += [(sync_label, t, n, partial(opener, spec, n, n, t)) for t in threads]
-        if n % 2 == 0:
-            rows.append((async_label, cores, n // 2, partial(opener, spec, n, n // 2, cores)))
+    if have_envpool:
+        rows += envpool_rows(f"{spec.name}-v5", spec, n, threads, cores, **ENVPOOL_KWARGS)
+    if have_ale_vector:
+        rows += threaded_rows(ALE_VEC, partial(ale_vector_env, spec), n, threads, cores)
     return rows
 
 
-# ---- the sweep ----------------------------------------------------------------------------
-def measure_group(spec, n: int, s: AtariSettings, cores: int, have_envpool: bool, have_ale_vector: bool,
-                  log=sys.stderr) -> tuple[list[Row], list[str]]:
-    """Every contender at game `spec` and n envs, open together, measured in
-    interleaved rounds; a contender that fails to build is an error, the rest
-    are measured."""
-    rows, errors, steps = [], [], []
-    plan = contenders(spec, n, s, cores, have_envpool, have_ale_vector)
-    print(f"[atari] {spec.name} num_envs={n}: {len(plan)} contenders x {s.rounds} rounds "
-          f"of {s.seconds:g} s ...", end=" ", file=log, flush=True)
-    try:
-        with contextlib.ExitStack() as stack:
-            opened = []
-            for label, w, batch, opener in plan:
-                try:
-                    steps.append(stack.enter_context(opener()))
-                    opened.append((label, w, batch))
-                except Exception as e:
-                    errors.append(f"Atari {spec.name} num_envs={n} {label} (workers {w}): "
-                                  f"{type(e).__name__}: {e}")
-            rates = interleaved(steps, s.rounds, s.seconds, s.warmup)
-            rows = [Row(label, n, w, r, env=spec.name, batch=batch)
-                    for (label, w, batch), r in zip(opened, rates)]
-    except Exception as e:
-        errors.append(f"Atari {spec.name} num_envs={n}: {type(e).__name__}: {e}")
-        print(f"FAILED: {e}", file=log, flush=True)
-        return [], errors
-    finally:
-        steps.clear()   # the step functions hold the envs: threads end with their last reference
-        gc.collect()
-    print("done; rates per round:", file=log, flush=True)
-    for r in rows:
-        print(f"    {r.contender}, workers={r.workers}, batch={r.batch}: "
-              f"{', '.join(format_rate(rate) for rate in r.rates)}", file=log, flush=True)
-    return rows, errors
-
-
 def run_all(s: AtariSettings, cores: int, have_envpool: bool, have_ale_vector: bool,
-            log=sys.stderr) -> tuple[list[Row], list[str]]:
+            progress) -> tuple[list[Row], list[str]]:
     import shoal.envs
 
-    rows, errors = [], []
-    for game in s.games:
-        spec = shoal.envs.spec(game, **STANDARD)
-        for n in s.num_envs:
-            group, group_errors = measure_group(spec, n, s, cores, have_envpool, have_ale_vector, log=log)
-            rows += group
-            errors += group_errors
-    return rows, errors
+    specs = [shoal.envs.spec(game, **STANDARD) for game in s.games]
+    plans = [(spec.name, n, partial(contenders, spec, n, s, cores, have_envpool, have_ale_vector))
+             for spec in specs for n in s.num_envs]
+    return measure_groups("atari", "Atari", plans, s.rounds, s.seconds, s.warmup, progress)
 
 
 # ---- report -------------------------------------------------------------------------------
-def with_computed_limit(rows: list[Row], cores: int) -> list[Row]:
-    """Add a "bare ALE x cores" row per bare ALE row; sort into table order."""
-    extra = [Row(BARE_ALE_CORES, r.num_envs, cores, [rate * cores for rate in r.rates], env=r.env,
-                 batch=r.batch) for r in rows if r.contender == BARE_ALE]
-    games = list(dict.fromkeys(r.env for r in rows))
-    return sorted(rows + extra, key=lambda r: (games.index(r.env), r.num_envs, ORDER.index(r.contender),
-                                               r.workers, r.batch))
-
-
-def find(rows: list[Row], env: str, n: int, labels) -> list[Row]:
-    return [r for r in rows if r.env == env and r.num_envs == n and r.contender in labels]
-
-
-def best(rows: list[Row], env: str, n: int, labels) -> Row | None:
-    found = [r for r in find(rows, env, n, labels) if r.rates]
-    return max(found, key=lambda r: r.median) if found else None
-
-
-def describe(r: Row) -> str:
-    config = f"{r.workers} {'thread' if r.contender in THREADED else 'worker'}{'s' if r.workers != 1 else ''}"
-    if r.batch != r.num_envs:
-        config += f", batch {r.batch}"
-    return f"{r.contender}, {config}"
-
-
-def table(rows: list[Row], cores: int) -> list[str]:
-    lines = ["| game | num_envs | contender | workers / threads | batch | env-steps/s (median) | spread "
-             f"| vs bare ALE 1 core | vs bare ALE x {cores} cores |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        a = best(rows, r.env, r.num_envs, [BARE_ALE])
-        one = f"{r.median / a.median:.3f}" if a and a.median else "-"
-        allc = f"{r.median / (a.median * cores):.3f}" if a and a.median else "-"
-        lines.append(f"| {r.env} | {r.num_envs} | {r.contender} | {r.workers} | {r.batch} "
-                     f"| {format_rate(r.median)} | {r.spread:.0%} | {one} | {allc} |")
-    return lines
+with_computed_limit = TABLE.with_computed_limit
 
 
 def targets(rows: list[Row], cores: int) -> tuple[list[str], int, int]:
     """The target table: (lines, targets met, targets judged)."""
-    lines = ["| game | num_envs | target | required | measured | met |", "|---|---:|---|---:|---:|---|"]
-    met_count = judged = 0
-    for env, n in dict.fromkeys((r.env, r.num_envs) for r in rows):
-        checks = []
+    checks = []
+    for env, n in groups(rows):
         native = best(rows, env, n, NATIVE)
-        ext = best(rows, env, n, EXTERNAL)
-        if native is not None and ext is not None and ext.median and env in TARGET_EXTERNAL:
-            checks.append(("native best / best of EnvPool and AtariVectorEnv", TARGET_EXTERNAL[env], "x",
-                           native.median / ext.median,
-                           f"{format_rate(native.median)} ({describe(native)}) / "
-                           f"{format_rate(ext.median)} ({describe(ext)})"))
-        a = best(rows, env, n, [BARE_ALE])
-        if native is not None and a is not None and a.median:
-            checks.append((f"native best / (bare ALE x {cores} cores)", TARGET_LIMIT, "",
-                           native.median / (a.median * cores),
-                           f"{format_rate(native.median)} ({describe(native)}) / "
-                           f"{format_rate(a.median * cores)}"))
-        py, gym = best(rows, env, n, [PY_SHOAL]), best(rows, env, n, [GYM_SYNC])
-        if py is not None and gym is not None and gym.median:
-            checks.append((f"shoal.pool.AsyncVectorEnv / (gymnasium Sync x {cores} cores)", TARGET_PYTHON, "",
-                           py.median / (gym.median * cores),
-                           f"{format_rate(py.median)} ({describe(py)}) / {format_rate(gym.median * cores)}"))
-        for name, required, unit, ratio, detail in checks:
-            if n >= TARGET_MIN_ENVS:
-                judged += 1
-                met_count += ratio >= required
-                met = "yes" if ratio >= required else "**no**"
-            else:
-                met = f"n/a (< {TARGET_MIN_ENVS} envs)"
-            lines.append(f"| {env} | {n} | {name} | >= {required:g}{unit} | {ratio:.2f}{unit}: {detail} | {met} |")
-    return lines, met_count, judged
+        if env in TARGET_EXTERNAL:
+            checks.append((env, n, TABLE.ratio("native best / best of EnvPool and AtariVectorEnv",
+                                               TARGET_EXTERNAL[env], "x", native, best(rows, env, n, EXTERNAL))))
+        checks += [(env, n, TABLE.ratio(f"native best / (bare ALE x {cores} cores)", TARGET_LIMIT, "", native,
+                                        best(rows, env, n, [BARE_ALE]), cores)),
+                   (env, n, TABLE.ratio(f"shoal.pool.AsyncVectorEnv / (gymnasium Sync x {cores} cores)",
+                                        TARGET_PYTHON, "", best(rows, env, n, [PY_SHOAL]),
+                                        best(rows, env, n, [GYM_SYNC]), cores))]
+    return TABLE.targets(checks, TARGET_MIN_ENVS)
 
 
 def settings_lines(games: list[str], envpool_ver: str | None, ale_vector_why: str | None) -> list[str]:
@@ -683,7 +387,6 @@ def settings_lines(games: list[str], envpool_ver: str | None, ale_vector_why: st
 def report(rows: list[Row], cores: int, s: AtariSettings, envpool_ver: str | None,
            ale_vector_why: str | None) -> list[str]:
     """The section's heading, versions, settings, method, table and targets."""
-    rows = with_computed_limit(rows, cores)
     lines = [f"## Atari: env-steps/s ({FRAMESKIP} emulator frames each) of {', '.join(s.games)}", "",
              f"- {versions()}",
              f"- method: per game and num_envs, every contender built together (seed 0), {s.warmup:g} s "
@@ -698,29 +401,16 @@ def report(rows: list[Row], cores: int, s: AtariSettings, envpool_ver: str | Non
              "sync at each thread count, async (batch num_envs/2) at the cores; gymnasium AsyncVectorEnv "
              f"one process per env; gymnasium's vectorizers for num_envs <= {s.gym_max_envs}",
              ] + settings_lines(s.games, envpool_ver, ale_vector_why)
-    if not rows:
-        return lines + ["", "Nothing measured."]
-    lines += [""] + table(rows, cores)
-    target_lines, met, judged = targets(rows, cores)
-    lines += ["", f"Targets (from {TARGET_MIN_ENVS} envs up; native best = the best shoal native row: "
-              f"Serial, sync or async; the best of EnvPool and AtariVectorEnv = the best configuration of "
-              f"either at the same game and num_envs): {met} of {judged} met", ""]
-    return lines + target_lines
+    return lines + TABLE.body(rows, cores, targets,
+                              f"Targets (from {TARGET_MIN_ENVS} envs up; native best = the best shoal native "
+                              f"row: Serial, sync or async; the best of EnvPool and AtariVectorEnv = the best "
+                              f"configuration of either at the same game and num_envs)")
 
 
-def skipped_section(reason: str) -> list[str]:
-    return [f"## Atari: env-steps/s ({FRAMESKIP} emulator frames each)", "", f"Skipped: {reason}"]
-
-
-def run(s: AtariSettings, cores: int, envpool_ver: str | None, log=sys.stderr) -> tuple[list[str], list[str]]:
-    """The whole section: (markdown lines, errors)."""
-    why = missing()
-    if why is not None:
-        return skipped_section(why), []
+def run(s: AtariSettings, cores: int, envpool_ver: str | None, progress=None) -> tuple[list[str], list[str]]:
+    """The whole section: (markdown lines, errors); progress: a
+    shoal.progress.Progress (default: plain lines on stderr)."""
     ale_vector_why = ale_vector_available()
-    load_before = os.getloadavg()
-    rows, errors = run_all(s, cores, envpool_ver is not None, ale_vector_why is None, log=log)
-    load = ", ".join(f"{a:.1f}" for a in load_before), ", ".join(f"{a:.1f}" for a in os.getloadavg())
-    lines = report(rows, cores, s, envpool_ver, ale_vector_why)
-    lines.insert(2, f"- load average (1, 5, 15 min) at the start: {load[0]}; at the end: {load[1]}")
-    return lines, errors
+    return measured(missing(), f"## Atari: env-steps/s ({FRAMESKIP} emulator frames each)",
+                    partial(run_all, s, cores, envpool_ver is not None, ale_vector_why is None),
+                    lambda rows: report(rows, cores, s, envpool_ver, ale_vector_why), progress)

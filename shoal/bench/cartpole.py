@@ -3,19 +3,16 @@
 Every contender runs in the same process and the same run, so the ratios
 hold even on a shared, noisy machine (absolute numbers do not travel).
 The contenders and the method are described in shoal.bench's docstring;
-each contender is one function below, timed with shoal.bench.timing.
+each contender is an opener of shoal.bench.steppers, timed with
+shoal.bench.timing.
 """
 from __future__ import annotations
 
-import contextlib
-import sys
-import warnings
 from functools import partial
 from typing import Callable
 
-import numpy as np
-
-from shoal.bench.timing import Result, Settings, action_table, cycling, format_rate, measure, run_c_loop
+from shoal.bench.steppers import c_loop, envpool_env, gym_make, gym_vector, native_pool
+from shoal.bench.timing import Result, Settings, format_rate, measure
 
 ENV = "CartPole"
 GYM_ENV_ID = "CartPole-v1"
@@ -36,104 +33,12 @@ SHOAL = (SERIAL, PROC_SYNC, PROC_ASYNC)
 ENVPOOL = (ENVPOOL_SYNC, ENVPOOL_ASYNC)
 
 
-# ---- contenders: each builds its env(s), measures, and closes them ----------------------
-def bench_c_loop(n: int, s: Settings) -> list[float]:
-    """shoal's CartPole vector loop, `chunk` steps per nogil C call, one core."""
-    from shoal.envs import spec
-
-    return run_c_loop(spec(ENV), n, action_table(n), s.seconds, s.warmup, s.repeats)
-
-
-def bench_shoal_sync(n: int, workers: int | None, s: Settings, backend: str) -> list[float]:
-    """pool.step(actions) in a Python loop (Serial or worker processes)."""
-    import shoal
-
-    kwargs = {} if backend == "serial" else {"num_workers": workers}
-    pool = shoal.make(ENV, n, backend=backend, seed=0, **kwargs)
-    try:
-        pool.reset(seed=0)
-        next_actions = cycling(action_table(n))
-
-        def step():
-            pool.step(next_actions())
-            return n
-
-        return measure(step, s.seconds, s.warmup, s.repeats)
-    finally:
-        pool.close()
-
-
-def bench_shoal_async(n: int, workers: int, s: Settings) -> list[float]:
-    """async_reset, then recv() one half of the envs while the other half steps."""
-    import shoal
-
-    batch = n // 2
-    pool = shoal.make(ENV, n, num_workers=workers, batch_size=batch, seed=0)
-    try:
-        pool.async_reset(seed=0)
-        next_actions = cycling(action_table(batch))
-
-        def step():
-            pool.recv()
-            pool.send(next_actions())
-            return batch
-
-        return measure(step, s.seconds, s.warmup, s.repeats)
-    finally:
-        pool.close()
-
-
-def bench_gym(n: int, s: Settings, asynchronous: bool) -> list[float]:
-    """gymnasium's own vector envs over gymnasium.make("CartPole-v1")."""
-    import gymnasium
-
-    fns = [partial(gymnasium.make, GYM_ENV_ID)] * n
-    cls = gymnasium.vector.AsyncVectorEnv if asynchronous else gymnasium.vector.SyncVectorEnv
-    with stepping(cls(fns), n) as step:
-        return measure(step, s.gym_seconds, min(s.warmup, s.gym_seconds), s.repeats)
-
-
-@contextlib.contextmanager
-def envpool_env(n: int, batch: int, threads: int):
-    """An EnvPool CartPole-v1 (gymnasium API), closed on exit."""
-    import envpool
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # gymnasium's Box precision warnings
-        env = envpool.make(GYM_ENV_ID, env_type="gymnasium", num_envs=n, batch_size=batch,
-                           num_threads=threads, seed=0)
-        try:
-            yield env
-        finally:
-            env.close()
-
-
-def bench_envpool_sync(n: int, threads: int, s: Settings) -> list[float]:
-    """env.step(actions) with batch_size = num_envs."""
-    with envpool_env(n, n, threads) as env:
-        env.reset()
-        next_actions = cycling(action_table(n))
-
-        def step():
-            env.step(next_actions())
-            return n
-
-        return measure(step, s.seconds, s.warmup, s.repeats)
-
-
-def bench_envpool_async(n: int, threads: int, s: Settings) -> list[float]:
-    """async_reset, then recv() a batch of num_envs // 2 and send its actions."""
-    batch = n // 2
-    with envpool_env(n, batch, threads) as env:
-        env.async_reset()
-        next_actions = cycling(action_table(batch))
-
-        def step():
-            info = env.recv()[4]
-            env.send(next_actions(), info["env_id"])
-            return batch
-
-        return measure(step, s.seconds, s.warmup, s.repeats)
+# ---- measuring: each contender is an opener of shoal.bench.steppers -----------------------
+def timed(opener: Callable, seconds: float, warmup: float, repeats: int) -> list[float]:
+    """Open a contender (a context manager yielding a step function) and
+    `measure` it; closed after."""
+    with opener() as step:
+        return measure(step, seconds, warmup, repeats)
 
 
 # ---- the sweep --------------------------------------------------------------------------
@@ -163,75 +68,63 @@ def plan(s: Settings, have_envpool: bool) -> list[tuple[str, int, int, Callable[
 
     Shoal and gymnasium come before EnvPool so that no process is forked
     while EnvPool's threads exist."""
+    import shoal.envs
+
+    spec = shoal.envs.spec(ENV)
+    gym_env = partial(gym_make, GYM_ENV_ID)
     wanted = set(s.contenders) | {C_LOOP}  # the reference of every ratio
     jobs = []
 
-    def add(name, n, w, fn, *args):
+    def add(name, n, w, opener, gym=False):
         if name in wanted:
-            jobs.append((name, n, w, partial(fn, n, *args)))
+            seconds, warmup = (s.gym_seconds, min(s.warmup, s.gym_seconds)) if gym else (s.seconds, s.warmup)
+            jobs.append((name, n, w, partial(timed, opener, seconds, warmup, s.repeats)))
 
     c_sizes = sorted(set(s.num_envs) | (set(gym_sizes(s)) if wanted & {GYM_SYNC, GYM_ASYNC} else set()))
     for n in c_sizes:
-        add(C_LOOP, n, 1, bench_c_loop, s)
+        add(C_LOOP, n, 1, partial(c_loop, spec, n))
     for n in s.num_envs:
-        add(SERIAL, n, 1, bench_shoal_sync, None, s, "serial")
+        add(SERIAL, n, 1, partial(native_pool, spec, n))
     for n in s.num_envs:
         for w in s.workers:
             if w <= n:
-                add(PROC_SYNC, n, w, bench_shoal_sync, w, s, "multiprocessing")
+                add(PROC_SYNC, n, w, partial(native_pool, spec, n, w))
     for n in s.num_envs:
         for w in async_workers(s):
             if n >= 2 and w <= n:
-                add(PROC_ASYNC, n, w, bench_shoal_async, w, s)
+                add(PROC_ASYNC, n, w, partial(native_pool, spec, n, w, n // 2))
     for n in gym_sizes(s):
-        add(GYM_SYNC, n, 1, bench_gym, s, False)
+        add(GYM_SYNC, n, 1, partial(gym_vector, gym_env, None, n, "sync"), gym=True)
     for n in gym_sizes(s):
-        add(GYM_ASYNC, n, n, bench_gym, s, True)  # one process per env
+        add(GYM_ASYNC, n, n, partial(gym_vector, gym_env, None, n, "async"), gym=True)  # one process per env
     if have_envpool:
         for n in s.num_envs:
             for w in s.workers:
-                add(ENVPOOL_SYNC, n, w, bench_envpool_sync, w, s)
+                add(ENVPOOL_SYNC, n, w, partial(envpool_env, GYM_ENV_ID, None, n, n, w))
         for n in s.num_envs:
             for w in s.workers:
                 if n >= 2:
-                    add(ENVPOOL_ASYNC, n, w, bench_envpool_async, w, s)
+                    add(ENVPOOL_ASYNC, n, w, partial(envpool_env, GYM_ENV_ID, None, n, n // 2, w))
     return jobs
 
 
-def run_all(s: Settings, have_envpool: bool, log=sys.stderr) -> tuple[list[Result], list[str]]:
+def run_all(s: Settings, have_envpool: bool, progress) -> tuple[list[Result], list[str]]:
     """Measure every planned config; errors are recorded, not fatal."""
     results, errors = [], []
     jobs = plan(s, have_envpool)
-    for i, (name, n, w, run) in enumerate(jobs, 1):
-        print(f"[{i}/{len(jobs)}] {name}, num_envs={n}, workers={w} ...", end=" ", file=log, flush=True)
+    progress.task("cartpole", len(jobs))
+    for name, n, w, run in jobs:
+        progress.start(f"{name}, num_envs={n}, workers={w}")
         try:
             rates = run()
         except Exception as e:  # keep the rest of a long sweep
             errors.append(f"{name} num_envs={n} workers={w}: {type(e).__name__}: {e}")
-            print(f"FAILED: {e}", file=log, flush=True)
+            progress.done(f"FAILED: {e}")
             continue
         r = Result(name, n, w, rates)
         results.append(r)
-        print(f"{format_rate(r.median)} steps/s", file=log, flush=True)
+        progress.done(f"{format_rate(r.median)} steps/s")
     return results, errors
-
-
-# ---- a gymnasium-API vector env, stepped with pre-sampled actions ---------------------
-@contextlib.contextmanager
-def stepping(envs, n: int):
-    """Reset a vector env of `n` envs with seed 0; yield a step function that
-    steps it with pre-sampled actions and returns n; close the env on exit."""
-    try:
-        envs.reset(seed=0)
-        next_actions = cycling(action_table(n, dtype=np.int64))
-
-        def step():
-            envs.step(next_actions())
-            return n
-
-        yield step
-    finally:
-        envs.close()
 
 
 # ---- report -----------------------------------------------------------------------------
@@ -294,9 +187,12 @@ def headline(results: list[Result], cores: int, envpool_ver: str | None) -> list
     return lines
 
 
-def run(s: Settings, cores: int, envpool_ver: str | None, log=sys.stderr) -> tuple[list[str], list[str]]:
+def run(s: Settings, cores: int, envpool_ver: str | None, progress=None) -> tuple[list[str], list[str]]:
     """The whole section: measure the sweep; returns (markdown lines: the
-    table and the headline, errors)."""
-    results, errors = run_all(s, envpool_ver is not None, log=log)
+    table and the headline, errors); progress: a shoal.progress.Progress
+    (default: plain lines on stderr)."""
+    from shoal.progress import Progress
+
+    results, errors = run_all(s, envpool_ver is not None, progress or Progress("plain"))
     results = with_computed_limit(results, cores)
     return table(results) + [""] + headline(results, cores, envpool_ver), errors

@@ -61,10 +61,13 @@ def bench_pool(spec, num_envs: int, backend: str, seconds: float, warmup: float,
 
 
 def run(seconds: float, warmup: float, repeats: int, cores: int, envs: list[str] | None = None,
-        log=None) -> tuple[list[str], list[str]]:
-    """Measure every env; returns (markdown lines, errors)."""
+        progress=None) -> tuple[list[str], list[str]]:
+    """Measure every env; returns (markdown lines, errors); progress: a
+    shoal.progress.Progress (default: none)."""
     import shoal.envs
+    from shoal.progress import Progress
 
+    progress = progress or Progress("none")
     names = envs or [n.lower() for n in shoal.envs.names("header")]  # MuJoCo: its own section
     lines = ["## First-party envs: agent-steps/s", "",
              f"- one row per agent; random pre-sampled actions; pools reset with seed 0; "
@@ -74,11 +77,11 @@ def run(seconds: float, warmup: float, repeats: int, cores: int, envs: list[str]
              f"processes, {cores} cores | processes / core | target / core | met |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     errors = []
+    progress.task("envs", len(names))
     for name in names:
         spec = shoal.envs.spec(name)
         num_envs = max(1, ROWS_PER_STEP // spec.agents)
-        if log:
-            print(f"[envs] {spec.name}: {num_envs} envs x {spec.agents} agents", file=log, flush=True)
+        progress.start(f"{spec.name}: {num_envs} envs x {spec.agents} agents")
         try:
             c_loop = statistics.median(bench_c_loop(spec, num_envs, seconds, warmup, repeats))
             serial = statistics.median(bench_pool(spec, num_envs, "serial", seconds, warmup, repeats))
@@ -87,7 +90,10 @@ def run(seconds: float, warmup: float, repeats: int, cores: int, envs: list[str]
             procs = statistics.median(bench_pool(spec, num_envs, "multiprocessing", seconds, warmup, repeats))
         except Exception as e:  # one env failing must not hide the others
             errors.append(f"{spec.name}: {type(e).__name__}: {e}")
+            progress.done(f"FAILED: {e}")
             continue
+        progress.done(f"C loop {format_rate(c_loop)}, Serial {format_rate(serial)}, "
+                      f"processes {format_rate(procs)} agent-steps/s")
         target = TARGETS_PER_CORE.get(name)
         per_core = procs / cores
         met = "-" if target is None else ("yes" if live >= target else "no")

@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-import sys
 from functools import partial
-from typing import Callable
 
 import numpy as np
 
-from shoal.bench.cartpole import GYM_ENV_ID, stepping
-from shoal.bench.timing import Result, Settings, action_table, cycling, format_rate, interleaved
+from shoal.bench.cartpole import GYM_ENV_ID
+from shoal.bench.sections import GYM_ASYNC, GYM_SYNC, PY_SHOAL, Row, measure_groups
+from shoal.bench.steppers import gym_make, gym_vector
+from shoal.bench.timing import Result, Settings, action_table, cycling, format_rate
 
 # The section's contenders (table labels) and targets.
 PY_LOOP = "one env, plain Python loop"
-PY_SHOAL = "shoal.pool.AsyncVectorEnv"
-PY_SYNC = "gymnasium SyncVectorEnv"
-PY_ASYNC = "gymnasium AsyncVectorEnv"
+PY_SYNC, PY_ASYNC = GYM_SYNC, GYM_ASYNC
 PY_TARGETS = ((PY_ASYNC, 8.0), (PY_SYNC, 1.3))  # shoal / contender >= target ...
 PY_TARGET_MIN_ENVS = 16                          # ... at this many envs or more
 
@@ -55,45 +53,24 @@ def plain_loop():
         env.close()
 
 
-def python_contenders(n: int, s: Settings, cores: int) -> list[tuple[str, int, int, Callable]]:
-    """(label, num_envs, workers, opener) for the section at `n` envs; each
+def python_contenders(n: int, s: Settings, cores: int) -> list[tuple]:
+    """(label, workers, batch, opener) for the section at `n` envs; each
     opener returns a context manager yielding a step function."""
-    import gymnasium
-
-    from shoal.pool import AsyncVectorEnv
-
-    fns = [partial(gymnasium.make, GYM_ENV_ID)] * n
+    make_env = partial(gym_make, GYM_ENV_ID)
     rows = [(PY_LOOP, 1, 1, plain_loop)]
     for w in sorted({w for w in s.workers if w <= n} | {min(cores, n)}):
-        rows.append((PY_SHOAL, n, w, lambda w=w: stepping(AsyncVectorEnv(fns, num_workers=w), n)))
-    rows.append((PY_SYNC, n, 1, lambda: stepping(gymnasium.vector.SyncVectorEnv(fns), n)))
-    rows.append((PY_ASYNC, n, n, lambda: stepping(gymnasium.vector.AsyncVectorEnv(fns), n)))
+        rows.append((PY_SHOAL, w, n, partial(gym_vector, make_env, None, n, "shoal", w)))
+    rows.append((PY_SYNC, 1, n, partial(gym_vector, make_env, None, n, "sync")))
+    rows.append((PY_ASYNC, n, n, partial(gym_vector, make_env, None, n, "async")))
     return rows
 
 
-def run_python(s: Settings, cores: int, log=sys.stderr) -> tuple[list[Result], list[str]]:
+def run_python(s: Settings, cores: int, progress) -> tuple[list[Row], list[str]]:
     """The section at every --python-num-envs: all contenders at one num_envs
     open at once, measured in interleaved rounds; errors are recorded."""
-    results, errors = [], []
-    for n in s.python_num_envs:
-        rows = python_contenders(n, s, cores)
-        print(f"[python] num_envs={n}: {len(rows)} contenders x {s.python_rounds} rounds "
-              f"of {s.python_seconds:g} s ...", end=" ", file=log, flush=True)
-        try:
-            with contextlib.ExitStack() as stack:
-                steps = [stack.enter_context(opener()) for _, _, _, opener in rows]
-                rates = interleaved(steps, s.python_rounds, s.python_seconds, s.warmup)
-        except Exception as e:
-            errors.append(f"Python-env section num_envs={n}: {type(e).__name__}: {e}")
-            print(f"FAILED: {e}", file=log, flush=True)
-            continue
-        rows = [Result(label, m, w, r) for (label, m, w, _), r in zip(rows, rates)]
-        results += rows
-        print("done; rates per round:", file=log, flush=True)
-        for r in rows:
-            print(f"    {r.contender}, workers={r.workers}: "
-                  f"{', '.join(format_rate(rate) for rate in r.rates)}", file=log, flush=True)
-    return results, errors
+    plans = [("", n, partial(python_contenders, n, s, cores)) for n in s.python_num_envs]
+    return measure_groups("python", "Python-env section", plans, s.python_rounds, s.python_seconds, s.warmup,
+                          progress)
 
 
 def python_default(results: list[Result], n: int, cores: int) -> Result | None:
@@ -153,7 +130,10 @@ def python_targets(results: list[Result], cores: int, s: Settings) -> list[str]:
     return lines
 
 
-def run(s: Settings, cores: int, log=sys.stderr) -> tuple[list[str], list[str]]:
-    """The whole section: (markdown lines, errors)."""
-    results, errors = run_python(s, cores, log=log)
+def run(s: Settings, cores: int, progress=None) -> tuple[list[str], list[str]]:
+    """The whole section: (markdown lines, errors); progress: a
+    shoal.progress.Progress (default: plain lines on stderr)."""
+    from shoal.progress import Progress
+
+    results, errors = run_python(s, cores, progress or Progress("plain"))
     return python_report(results, cores, s), errors

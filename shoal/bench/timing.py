@@ -9,8 +9,8 @@ and scripts/compare_cpu_gpu.py time their step loops with these helpers.
     (`Result.median`, `median_rate`);
   - `interleaved` measures several step functions in alternating rounds, so
     that drift in the machine's load hits every contender alike;
-  - `run_c_loop` times an env's vector loop in nogil C calls: the
-    single-core limit of a first-party env;
+  - `c_loop` steps an env's vector loop in nogil C calls (`run_c_loop`
+    times it): the single-core limit of a first-party env;
   - `format_rate`, `cpu_model` and `cpu_line` write the numbers and name the
     machine.
 
@@ -18,6 +18,7 @@ This module imports no other part of shoal.bench.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import platform
 import statistics
@@ -127,7 +128,8 @@ def action_table(rows: int, spec=None, *, table_rows: int = ACTION_TABLE_ROWS, d
     rng = np.random.default_rng(seed)
     if spec is not None and spec.continuous_action:   # Box: uniform within the bounds
         low, high = np.asarray(spec.action_low, np.float64), np.asarray(spec.action_high, np.float64)
-        return np.ascontiguousarray(rng.uniform(low, high, (table_rows, rows, len(low))).astype(dtype))
+        table = rng.uniform(low, high, (table_rows, rows, len(low))).astype(np.float32)
+        return np.ascontiguousarray(table.astype(dtype))   # the same values for every dtype
     nvec = np.asarray(spec.action_nvec if spec is not None else (2,))
     discrete = spec.discrete_action if spec is not None else True
     table = rng.integers(0, nvec, size=(table_rows, rows, len(nvec))).astype(dtype)
@@ -142,15 +144,19 @@ def cycling(table) -> Callable[[], object]:
 
 
 # ---- the C loop: an env's vector loop in nogil C calls ---------------------------------
-def run_c_loop(env_spec, n: int, table: np.ndarray, seconds: float, warmup: float,
-               repeats: int) -> list[float]:
-    """Agent-steps/s of an env's vector loop over n envs (NEXT_STEP
-    autoreset), stepped in nogil C calls of `chunk` steps; table: rows of
-    actions for all n * agents rows, cycled by the loop."""
+@contextlib.contextmanager
+def c_loop(env_spec, n: int, table: np.ndarray):
+    """Yield a step function running env `env_spec`'s vector loop over n
+    envs (NEXT_STEP autoreset) in one nogil `Block.run_steps` call of about
+    C_LOOP_CALL_SECONDS; it returns the agent-steps it ran. table: rows of
+    actions for all n * agents rows, cycled: each call goes on from the table
+    row where the last one stopped (step t uses row t % K, as the pools'
+    `cycling` does; a slow env's call is a step or two)."""
     from shoal.pool.layout import RESEED, Buffers
 
     binding = env_spec.load_binding()
     buffers = Buffers(env_spec, n, 1, shared=False)
+    block = None
     try:
         buffers.reset_requests[:] = RESEED
         buffers.seeds[:] = np.arange(n, dtype=np.uint64)
@@ -161,15 +167,23 @@ def run_c_loop(env_spec, n: int, table: np.ndarray, seconds: float, warmup: floa
         chunk = _calibrate_chunk(block, table)
         next_row = 0
 
-        def step():   # each call goes on from the table row where the last one stopped
+        def step():
             nonlocal next_row
             block.run_steps(table, chunk, next_row)
             next_row = (next_row + chunk) % len(table)
             return chunk * rows
 
-        return measure(step, seconds, warmup, repeats)
+        yield step
     finally:
+        del block
         buffers.close()
+
+
+def run_c_loop(env_spec, n: int, table: np.ndarray, seconds: float, warmup: float,
+               repeats: int) -> list[float]:
+    """Agent-steps/s of `c_loop` over n envs: `measure`'s rates."""
+    with c_loop(env_spec, n, table) as step:
+        return measure(step, seconds, warmup, repeats)
 
 
 def _calibrate_chunk(block, table: np.ndarray) -> int:
