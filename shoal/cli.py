@@ -26,7 +26,7 @@ def _bench(args: list[str]) -> int:
 
 def _play(args: list[str]) -> int:
     import shoal.envs
-    from shoal import render
+    from shoal import progress, render
 
     p = argparse.ArgumentParser(prog="shoal play", description="Write a GIF of a first-party env "
                                 "played by a random or heuristic policy (env 0 of a 1-env pool).")
@@ -36,16 +36,21 @@ def _play(args: list[str]) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--policy", choices=["random", "heuristic"], default="random")
     p.add_argument("--fps", type=int, default=None, help="default: the env's render_fps, else 20")
+    progress.add_argument(p, "the play (frames rendered)")
     a = p.parse_args(args)
     if a.steps < 1:
         p.error("--steps must be at least 1")
     spec = shoal.envs.spec(a.env)
-    try:
-        frames = render.play(a.env, steps=a.steps, seed=a.seed, policy=a.policy)
-    except ValueError as e:
-        p.error(str(e))
     out = a.out or f"{a.env}.gif"
-    render.write_gif(frames, out, fps=a.fps or spec.metadata.get("render_fps", 20))
+    with progress.Progress(a.progress) as shown:
+        shown.task(f"play {spec.name}", a.steps + 1, unit="frames")
+        try:
+            frames = render.play(a.env, steps=a.steps, seed=a.seed, policy=a.policy, on_frame=shown.advance)
+        except ValueError as e:
+            shown.close()
+            p.error(str(e))
+        shown.log(f"writing {out}")
+        render.write_gif(frames, out, fps=a.fps or spec.metadata.get("render_fps", 20))
     print(f"wrote {out}: {len(frames)} frames of {spec.name} ({a.policy} policy, seed {a.seed})")
     return 0
 
@@ -71,7 +76,8 @@ def _train(args: list[str]) -> int:
     from shoal import config
 
     env = _env_arg(args)
-    usage = "shoal train ENV [--config FILE.ini] [--resume CHECKPOINT] [--run-dir DIR] [--section.key VALUE ...]"
+    usage = ("shoal train ENV [--config FILE.ini] [--resume CHECKPOINT] [--run-dir DIR] [--nproc N] "
+             "[--section.key VALUE ...]")
     if "-h" in args or "--help" in args:
         try:
             cfg = config.load(env) if env and env.lower() in [n.lower() for n in shoal.envs.names()] \
@@ -92,7 +98,10 @@ def _train(args: list[str]) -> int:
               f"                       [train] run_dir/ENV-sSEED-TIME[-N]). DIR may be new or\n"
               f"                       empty; a DIR holding a run (config.ini, log.csv or\n"
               f"                       checkpoint.pt) is refused, unless --resume names the\n"
-              f"                       checkpoint in DIR: then the run goes on there\n\n"
+              f"                       checkpoint in DIR: then the run goes on there\n"
+              f"  --nproc N            train data-parallel over N processes on this machine:\n"
+              f"                       shorthand for torchrun --standalone --nproc-per-node N\n"
+              f"                       -m shoal train ... (README: Scaling out; [dist] keys)\n\n"
               f"keys ({where}; flag, default, type):\n{config.help_text(cfg)}")
         return 0
     if env is None:
@@ -101,12 +110,12 @@ def _train(args: list[str]) -> int:
         return 2
     rest = list(args)
     rest.remove(env)
-    extra, resume, run_dir, flags = [], None, None, []
+    extra, resume, run_dir, nproc, flags = [], None, None, None, []
     i = 0
     while i < len(rest):
         a = rest[i]
         name, eq, value = a.partition("=")
-        if name in ("--config", "--resume", "--run-dir"):
+        if name in ("--config", "--resume", "--run-dir", "--nproc"):
             if not eq:
                 if i + 1 >= len(rest):
                     print(f"shoal train: error: {name} needs a value", file=sys.stderr)
@@ -117,11 +126,15 @@ def _train(args: list[str]) -> int:
                 extra.append(value)
             elif name == "--resume":
                 resume = value
+            elif name == "--nproc":
+                nproc = value
             else:
                 run_dir = value
         else:
             flags.append(a)
         i += 1
+    if nproc is not None:
+        return _torchrun(nproc, args)
     try:
         shoal.envs.spec(env)
         cfg = config.load(env, flags, extra)
@@ -141,12 +154,37 @@ def _train(args: list[str]) -> int:
     except KeyboardInterrupt:  # a Ctrl-C after the final save (while the pool closed)
         print("shoal train: interrupted", file=sys.stderr)
         return 130
+    if summary.get("rank", 0) > 0:  # rank 0 reports for the whole data-parallel run
+        return 130 if summary["interrupted"] else 0
     solved = summary.get("solved_seconds")
     print(f"trained {summary['global_step']:,} steps in {summary['train_seconds']:.1f} s"
           + (f"; reached the target return after {solved:.2f} s" if solved is not None else "")
           + (f"; final eval mean return {summary['eval_return']:.2f}" if "eval_return" in summary else "")
           + f"\ncheckpoint: {summary['checkpoint']}")
     return 130 if summary["interrupted"] else 0
+
+
+def _torchrun(nproc: str, args: list[str]) -> int:
+    """`shoal train ... --nproc N`: run torchrun --standalone (one node, N
+    ranks) with the same arguments, in place of this process."""
+    try:
+        n = int(nproc)
+    except ValueError:
+        n = 0
+    if n < 1:
+        print(f"shoal train: error: --nproc {nproc}: expected a number of processes >= 1", file=sys.stderr)
+        return 2
+    if "WORLD_SIZE" in os.environ:
+        print("shoal train: error: --nproc inside a torchrun job: give the rank count to torchrun "
+              "(--nproc-per-node) instead", file=sys.stderr)
+        return 2
+    i = next(i for i, a in enumerate(args) if a == "--nproc" or a.startswith("--nproc="))
+    train_args = args[:i] + args[i + (1 if "=" in args[i] else 2):]  # without --nproc and its value
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
+               "-m", "shoal", "train", *train_args]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
 
 
 def _eval(args: list[str]) -> int:

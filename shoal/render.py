@@ -31,9 +31,13 @@ def write_gif(frames: list[np.ndarray], path: str, fps: int = 20) -> None:
     images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
 
 
-def play(env: str, steps: int = 200, seed: int = 0, policy: str = "random", index: int = 0):
+def play(env: str, steps: int = 200, seed: int = 0, policy: str = "random", index: int = 0,
+         on_frame=None):
     """Frames of env `env` played for `steps` steps from `seed` by a random
-    or (where the env's binding has one) heuristic policy."""
+    or (where the env's binding has one) heuristic policy: steps + 1 of
+    them (the reset's, then one per step). on_frame(), when given, is
+    called after each frame (progress displays)."""
+    on_frame = on_frame or (lambda: None)
     from shoal.pool import Serial
 
     pool = Serial(env, 1, seed=seed)
@@ -50,6 +54,7 @@ def play(env: str, steps: int = 200, seed: int = 0, policy: str = "random", inde
     try:
         obs, _ = pool.reset(seed=seed)
         frames.append(frame(pool, index))
+        on_frame()
         actions = np.zeros(pool.action_space.shape, dtype=binding.ACT_DTYPE)
         from_obs = getattr(binding, "HEURISTIC_INPUT", "env_states") == "obs"
         for _ in range(steps):
@@ -61,6 +66,7 @@ def play(env: str, steps: int = 200, seed: int = 0, policy: str = "random", inde
                 actions[...] = rng.integers(0, nvec, size=(pool.num_rows, len(nvec))).reshape(actions.shape)
             obs, *_ = pool.step(actions)
             frames.append(frame(pool, index))
+            on_frame()
     finally:
         pool.close()
     return frames

@@ -25,7 +25,9 @@ The file reads top to bottom:
    the observation statistics take in the rollout's obs.
    Rows whose agent is absent (pool.masks false) weigh nothing anywhere;
 4. evaluation, checkpoints (atomic, Ctrl-C-proof), logs (CSV, TensorBoard, dashboard);
-5. train(): the run folder (never shared), the loop tying them together.
+5. train(): the run folder (never shared), the loop tying them together;
+   under torchrun, one data-parallel rank of several (shoal/distributed.py:
+   each rank its own pool, gradients averaged, rank 0 alone writes).
 
 Autoreset is SAME_STEP: the step that ends an episode returns the next
 episode's first obs, with the last obs in info["final_obs"]; truncated
@@ -51,6 +53,8 @@ from torch import nn
 
 import shoal
 from shoal import config as shoal_config
+from shoal.distributed import Dist
+from shoal import distributed
 
 BACKENDS = ("serial", "multiprocessing", "cuda")
 
@@ -117,14 +121,25 @@ class RunningMeanStd(nn.Module):
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor) -> None:
-        """Take in the rows of x, shape (N, *shape)."""
+    def update(self, x: torch.Tensor, sum_over_ranks=None) -> None:
+        """Take in the rows of x, shape (N, *shape). sum_over_ranks (a
+        distributed run's Dist.all_reduce_sum): x is this rank's share of
+        the rows, and every rank takes in all ranks' rows (two passes:
+        the count and sum, then the squared deviations from their mean)."""
         x = x.to(torch.float64).reshape(-1, *self.mean.shape)
-        n = x.shape[0]
-        if n == 0:
-            return
-        mean, var, count = merge_moments(self.mean, self.var, self.count,
-                                         x.mean(0), x.var(0, correction=0), n)
+        if sum_over_ranks is None:
+            n = x.shape[0]
+            if n == 0:
+                return
+            batch_mean, batch_var = x.mean(0), x.var(0, correction=0)
+        else:
+            totals = sum_over_ranks(torch.cat([x.new_tensor([x.shape[0]]), x.sum(0).flatten()]))
+            n = float(totals[0])
+            if n == 0:
+                return
+            batch_mean = (totals[1:] / n).reshape(self.mean.shape)
+            batch_var = sum_over_ranks(((x - batch_mean) ** 2).sum(0)) / n
+        mean, var, count = merge_moments(self.mean, self.var, self.count, batch_mean, batch_var, n)
         self.mean.copy_(mean)
         self.var.copy_(var)
         self.count.fill_(count)
@@ -374,12 +389,18 @@ def check_backend(backend: str) -> None:
         raise ValueError(f"[vec] backend = {backend!r}: expected one of {', '.join(BACKENDS)}")
 
 
-def make_pool(cfg: dict, env: str, seed: int, device: torch.device = torch.device("cpu")):
+def make_pool(cfg: dict, env: str, seed: int, device: torch.device = torch.device("cpu"),
+              num_envs: int | None = None, num_workers: int | None = None):
     """The training envs: SAME_STEP autoreset, configured by [env] kwargs.
     CPU pools keep [vec] num_batches batches in flight; backend cuda is the
     CUDA backend on the learner's device (its tensors are the rollout's
-    source: no host copies)."""
-    vec = cfg["vec"]
+    source: no host copies). num_envs / num_workers: this rank's share in a
+    distributed run (default: [vec]'s)."""
+    vec = dict(cfg["vec"])
+    if num_envs is not None:
+        vec["num_envs"] = num_envs
+    if num_workers is not None:
+        vec["num_workers"] = num_workers
     check_backend(vec["backend"])
     env_kwargs = shoal_config.env_kwargs(cfg["env"])
     if vec["backend"] == "cuda":
@@ -607,11 +628,16 @@ def masked_mean(x, w, n):
     return (x * w).sum() / n
 
 
-def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict) -> dict:
+def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict, dist: Dist = Dist.single()) -> dict:
     """update_epochs passes over the rollout in num_minibatches minibatches;
     then the policy's obs statistics (normalize_obs) take in the rollout's
     obs. In that order: the update sees the obs normalised as they were
-    when the rollout's actions were chosen, so its first ratios are 1."""
+    when the rollout's actions were chosen, so its first ratios are 1.
+
+    In a distributed run `ro` is this rank's share of the batch: each
+    minibatch's gradients are averaged over the ranks before the optimizer
+    step (the same step on every rank), and the obs statistics take in
+    every rank's obs."""
     tc = cfg["train"]
     dev = ro.device
     T, R = ro.T, ro.R
@@ -672,6 +698,7 @@ def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict) -> dict:
 
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            dist.average_gradients(policy.parameters())
             nn.utils.clip_grad_norm_(policy.parameters(), tc["max_grad_norm"])
             optimizer.step()
 
@@ -683,7 +710,7 @@ def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict) -> dict:
                 stats["clipfrac"] += masked_mean(((ratio - 1).abs() > tc["clip_coef"]).float(), w, n)
             count += 1
     if policy.obs_rms is not None:  # each obs once: entry T is the next rollout's entry 0
-        policy.obs_rms.update(obs[weights > 0])
+        policy.obs_rms.update(obs[weights > 0], dist.all_reduce_sum if dist.enabled else None)
     return {k: float(v) / max(count, 1) for k, v in stats.items()}
 
 
@@ -840,7 +867,7 @@ def policy_from_checkpoint(ckpt: dict, path: str = "checkpoint") -> tuple[Policy
 
 LOG_FIELDS = ["train_seconds", "global_step", "sps", "episodes", "mean_return", "mean_length",
               "eval_return", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "learning_rate",
-              "t_env", "t_copy", "t_forward", "t_learn", "t_eval"]
+              "t_env", "t_copy", "t_forward", "t_learn", "t_eval", "world_size"]
 
 
 class Logger:
@@ -848,13 +875,18 @@ class Logger:
     installed) and a live dashboard: rich when installed and on a terminal,
     else a printed line per row."""
 
-    def __init__(self, run_dir: str, cfg: dict, resume: bool):
+    def __init__(self, run_dir: str, cfg: dict, resume: bool, world_size: int = 1):
         tc = cfg["train"]
         self.env = cfg["env"]["name"]
+        self.world_size = world_size
         path = os.path.join(run_dir, "log.csv")
         append = resume and os.path.exists(path)
+        fields = LOG_FIELDS
+        if append:  # keep the columns the file has (a log written by an older shoal may lack some)
+            with open(path, newline="") as f:
+                fields = next(csv.reader(f), None) or LOG_FIELDS
         self.csv_file = open(path, "a" if append else "w", newline="")
-        self.csv = csv.DictWriter(self.csv_file, LOG_FIELDS)
+        self.csv = csv.DictWriter(self.csv_file, fields, extrasaction="ignore")
         if not append:
             self.csv.writeheader()
         self.tb = None
@@ -879,6 +911,9 @@ class Logger:
         self.quiet = mode == "none"
         self.plain = self.live is None and not self.quiet
         if self.plain:
+            if world_size > 1:
+                print(f"data-parallel over {world_size} ranks: steps, sps and episodes are summed over "
+                      f"all ranks; eval is rank 0's", flush=True)
             print(f"{'time':>6} {'steps':>10} {'sps':>9} {'eps':>6} {'return':>9} {'length':>8} "
                   f"{'eval':>8} {'v_loss':>8} {'entropy':>7}  env/copy/fwd/learn s", flush=True)
 
@@ -902,7 +937,8 @@ class Logger:
     def _table(self, row: dict):
         from rich.table import Table
 
-        t = Table(title=f"shoal train {self.env}", show_header=False, min_width=60)
+        ranks = f" ({self.world_size} ranks)" if self.world_size > 1 else ""
+        t = Table(title=f"shoal train {self.env}{ranks}", show_header=False, min_width=60)
         t.add_column(style="bold cyan")
         t.add_column(justify="right")
         t.add_column(style="bold cyan")
@@ -981,6 +1017,27 @@ def make_run_dir(cfg: dict, run_dir: str | None, resume: str | None) -> str:
                    f"not overwriting it: choose another --run-dir{hint}")
 
 
+def check_world_split(cfg: dict, world: int) -> tuple[int, int | None]:
+    """(envs per rank, pool workers per rank) when [vec] num_envs is split
+    over `world` data-parallel ranks; a ConfigError unless it splits evenly
+    into whole batches. Workers: [vec] num_workers, or (0, multiprocessing,
+    several ranks) this node's cores shared among its ranks."""
+    vc = cfg["vec"]
+    if world == 1:
+        return vc["num_envs"], None
+    batches = 1 if vc["backend"] == "cuda" else vc["num_batches"]
+    if vc["num_envs"] % (world * batches):
+        raise shoal_config.ConfigError(
+            f"[vec] num_envs = {vc['num_envs']} (the total over all ranks): expected a multiple of "
+            f"{world * batches} ({world} ranks x [vec] num_batches = {batches}), so that every rank steps whole "
+            f"batches")
+    local = vc["num_envs"] // world
+    workers = None
+    if vc["backend"] == "multiprocessing" and vc["num_workers"] == 0:
+        workers = min(local // batches, distributed.planned_cores_per_rank())
+    return local, workers
+
+
 def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> dict:
     """Train with PPO as `cfg` (shoal.config.load) says. Returns a summary:
     global_step, train_seconds, final eval, solve time (first evaluation
@@ -992,7 +1049,15 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     them), [vec] and [train] from cfg; the reward scaler's statistics carry
     on from the checkpoint's.
     Everything that can be checked is checked before the run folder is made:
-    a ConfigError (a bad value) or a RunError (a bad checkpoint, a used folder)."""
+    a ConfigError (a bad value) or a RunError (a bad checkpoint, a used folder).
+
+    Started by torchrun (WORLD_SIZE > 1), this process is one data-parallel
+    rank: [vec] num_envs and [train] total_timesteps are totals over the
+    ranks, each rank steps its share of the envs (seeds disjoint across
+    ranks), gradients and obs statistics are averaged over the ranks, and
+    rank 0 alone writes the run folder and evaluates; the other ranks
+    return a summary without run_dir, checkpoint or eval_return."""
+    run_dir_arg = run_dir
     cfg = {section: dict(keys) for section, keys in cfg.items()}  # ours to amend, not the caller's
     ckpt = None
     if resume:
@@ -1024,16 +1089,22 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     eval_kwargs = shoal_config.env_kwargs(cfg["env"], evaluation=True)  # real scores: no reward clipping
     check_backend(vc["backend"])
     device = resolve_device(tc["device"])
+    local_envs, num_workers = check_world_split(cfg, distributed.planned_world_size())
+    dist, device = distributed.setup(cfg, device)  # Dist.single() unless started by torchrun
     if tc["torch_threads"] > 0:
         torch.set_num_threads(tc["torch_threads"])
+    elif dist.enabled:  # torch's default is every core: ranks would fight over them
+        torch.set_num_threads(dist.cores_per_rank())
     seed = tc["seed"]
     np.random.seed(seed)
     torch.manual_seed(seed)
 
-    run_dir = make_run_dir(cfg, run_dir, resume)
-    with open(os.path.join(run_dir, "config.ini"), "w") as f:
-        f.write(shoal_config.to_ini(cfg))
-    ckpt_path = os.path.join(run_dir, "checkpoint.pt")
+    run_dir = ckpt_path = None
+    if dist.is_main:  # rank 0 alone writes: one run folder, one log, one checkpoint
+        run_dir = make_run_dir(cfg, run_dir_arg, resume)
+        with open(os.path.join(run_dir, "config.ini"), "w") as f:
+            f.write(shoal_config.to_ini(cfg))
+        ckpt_path = os.path.join(run_dir, "checkpoint.pt")
 
     policy = policy_from_config(spec, pc).to(device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=tc["learning_rate"], eps=1e-5)
@@ -1045,17 +1116,31 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         progress.update(ckpt["progress"])
         if "torch_rng" in ckpt:
             torch.set_rng_state(ckpt["torch_rng"])
+    dist.broadcast_module(policy)  # one starting point on every rank
+    if dist.rank > 0:  # rank 0 samples as a single process would; the others differently
+        torch.manual_seed(seed * 1_000_003 + 7919 * dist.rank + progress["update"])
 
-    # Each resume gets fresh env seeds (the pool's state is not checkpointed).
-    pool = make_pool(cfg, env, seed=seed * vc["num_envs"] + 7919 * progress["update"], device=device)
+    # Env seeds: rank r's envs continue where rank r-1's stop, so the ranks
+    # together use the seeds a single process with all the envs would. Each
+    # resume gets fresh env seeds (the pool's state is not checkpointed).
+    env_seed = seed * vc["num_envs"] + dist.rank * local_envs + 7919 * progress["update"]
+    pool = make_pool(cfg, env, seed=env_seed, device=device, num_envs=local_envs, num_workers=num_workers)
+    if dist.enabled:
+        workers = getattr(pool, "num_workers", None)
+        sys.stderr.write(  # one write: the ranks' lines do not interleave
+            f"shoal train: {dist.describe()}: {local_envs} envs (seeds {env_seed}..{env_seed + local_envs - 1}), "
+            + (f"{workers} pool workers ({distributed.usable_cores()} cores / {dist.local_world_size} "
+               f"ranks on this node), " if vc["backend"] == "multiprocessing" else f"{vc['backend']} pool, ")
+            + f"{torch.get_num_threads()} torch threads, learner on {device}\n")
+        sys.stderr.flush()
     reward_scaler = None
     if tc["normalize_reward"]:
         reward_scaler = RewardScaler(pool.num_rows, tc["gamma"], tc["reward_clip"])
         if ckpt is not None and "reward_rms" in ckpt:
             reward_scaler.load_state_dict(ckpt["reward_rms"])
     timers = Timers()
-    logger = Logger(run_dir, cfg, resume=bool(resume))
-    batch = tc["num_steps"] * pool.num_rows
+    logger = Logger(run_dir, cfg, resume=bool(resume), world_size=dist.world_size) if dist.is_main else None
+    batch = tc["num_steps"] * pool.num_rows * dist.world_size  # rows stepped per update, all ranks
     num_updates = max(1, math.ceil(tc["total_timesteps"] / batch))
     eval_seed = 10**9 + seed * tc["eval_episodes"]
     summary = {"run_dir": run_dir, "checkpoint": ckpt_path, "interrupted": False}
@@ -1083,7 +1168,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         last_log = last_ckpt = last_eval_time = 0.0
         log_steps = progress["global_step"]
 
-        if tc["eval_interval"] > 0 and progress["update"] == 0:  # the curve's starting point
+        if tc["eval_interval"] > 0 and progress["update"] == 0 and dist.is_main:  # the curve's starting point
             last_eval = run_eval()
             logger.log({"train_seconds": 0.0, "global_step": 0, "sps": 0.0, "episodes": 0,
                         "eval_return": last_eval, "learning_rate": optimizer.param_groups[0]["lr"],
@@ -1095,26 +1180,34 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
                 optimizer.param_groups[0]["lr"] = frac * tc["learning_rate"]
             ro.collect()
             with timers.time("learn"):
-                losses = ppo_update(policy, optimizer, ro, cfg)
+                losses = ppo_update(policy, optimizer, ro, cfg, dist)
             # Both counters move at once (one dict.update: no Ctrl-C between them),
             # and only after the update: an interrupted update counts for neither.
             progress.update(global_step=progress["global_step"] + batch, update=progress["update"] + 1)
 
             s = pool.episode_stats()
-            if s["episodes"]:
-                episodes += s["episodes"]
-                ret_sum += s["mean_return"] * s["episodes"]
-                len_sum += s["mean_length"] * s["episodes"]
+            ended = [s["episodes"], s["mean_return"] * s["episodes"], s["mean_length"] * s["episodes"]] \
+                if s["episodes"] else [0, 0.0, 0.0]
             now = train_seconds()
             done = progress["update"] >= num_updates or (
                 tc["max_train_seconds"] > 0 and now >= tc["max_train_seconds"])
             evaluated = False
-            if tc["eval_interval"] > 0 and (now - last_eval_time >= tc["eval_interval"] or done):
+            if dist.is_main and tc["eval_interval"] > 0 and (now - last_eval_time >= tc["eval_interval"] or done):
                 last_eval, evaluated, last_eval_time = run_eval(), True, now
                 if (tc["target_return"] and last_eval >= tc["target_return"]
                         and progress["solved_seconds"] is None):
                     progress["solved_seconds"], progress["solved_step"] = now, progress["global_step"]
                     done = True
+            if dist.enabled:  # one collective per update: episodes summed over ranks, rank 0 decides the end
+                *ended, stop = dist.sum_floats([*ended, float(done and dist.is_main)])
+                done = stop > 0
+            episodes += int(ended[0])
+            ret_sum += ended[1]
+            len_sum += ended[2]
+            if not dist.is_main:
+                if done:
+                    break
+                continue
             if now - last_log >= tc["log_interval"] or done:
                 steps = progress["global_step"] - log_steps
                 if episodes:
@@ -1123,7 +1216,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
                        "sps": steps / max(now - last_log, 1e-9), "episodes": episodes,
                        "mean_return": ep_mean_return, "mean_length": ep_mean_length,
                        "eval_return": last_eval if evaluated or tc["eval_interval"] > 0 else float("nan"),
-                       "learning_rate": optimizer.param_groups[0]["lr"], **losses,
+                       "learning_rate": optimizer.param_groups[0]["lr"], "world_size": dist.world_size, **losses,
                        **{f"t_{k}": timers.total[k] for k in ("env", "copy", "forward", "learn", "eval")}}
                 logger.log(row)
                 last_log, log_steps = now, progress["global_step"]
@@ -1139,10 +1232,14 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
                 break
     except KeyboardInterrupt:
         summary["interrupted"] = True
-        print("\ninterrupted: writing a final checkpoint", file=sys.stderr)
+        if dist.is_main:
+            print("\ninterrupted: writing a final checkpoint", file=sys.stderr)
     except Exception as e:  # e.g. a pool worker died: save what was learnt, then re-raise
-        print("\ntraining stopped by an error: writing a final checkpoint", file=sys.stderr)
-        e.add_note(f"the checkpoint holds the training up to the error: {ckpt_path}")
+        if dist.is_main:
+            print("\ntraining stopped by an error: writing a final checkpoint", file=sys.stderr)
+            e.add_note(f"the checkpoint holds the training up to the error: {ckpt_path}")
+        else:
+            e.add_note(f"in data-parallel rank {dist.rank} of {dist.world_size} (rank 0 writes the checkpoint)")
         raise
     finally:
         # The save first (a broken pool may fail to close), and whole: a second
@@ -1150,17 +1247,21 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         with sigint_deferred() as ctrl_c:
             if clock is not None:  # the training time so far, however the loop ended
                 progress["train_seconds"] = train_seconds()
-            save_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
+            if dist.is_main:
+                save_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
         summary["interrupted"] = summary["interrupted"] or bool(ctrl_c)
         try:
             pool.close()
         finally:
-            logger.close()
+            if logger is not None:
+                logger.close()
+            dist.close()
 
     summary.update(progress)
     summary["timers"] = dict(timers.total)
     summary["losses"] = losses
-    if not summary["interrupted"]:
+    summary["rank"], summary["world_size"] = dist.rank, dist.world_size
+    if not summary["interrupted"] and dist.is_main:
         policy.eval()
         final = evaluate(policy, env, tc["eval_episodes"], eval_seed + 1, tc["eval_deterministic"], device,
                          env_kwargs=eval_kwargs)

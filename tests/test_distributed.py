@@ -1,0 +1,213 @@
+"""Data-parallel training under torchrun (shoal/distributed.py): the
+gradient and obs-statistics averaging is exact, 2 ranks train CartPole to
+its target and write one run folder, checkpoints move between distributed
+and single-process runs, and a killed rank ends the job with no process
+left behind. CPU and gloo only: these run on any machine."""
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from shoal import config, train  # noqa: E402
+from shoal.distributed import Dist  # noqa: E402
+
+T, R = 8, 6  # steps x rows of the whole batch; each of 2 ranks holds R / 2 rows
+
+
+def fake_rollout(rows: slice, data: dict) -> types.SimpleNamespace:
+    """A Rollout's tensors (time-major, T + 1 obs) restricted to `rows`."""
+    ro = types.SimpleNamespace(device=torch.device("cpu"), T=T, R=rows.stop - rows.start, initial_state=None)
+    for k, v in data.items():
+        setattr(ro, k, v[:, rows].clone())
+    return ro
+
+
+def make_data() -> dict:
+    g = torch.Generator().manual_seed(3)
+    return {"obs": torch.randn(T + 1, R, 4, generator=g) * 3 + 1,
+            "actions": torch.randint(0, 2, (T, R, 1), generator=g),
+            "logprobs": -torch.rand(T, R, generator=g),
+            "values": torch.randn(T + 1, R, generator=g),
+            "rewards": torch.randn(T, R, generator=g),
+            "dones": (torch.rand(T + 1, R, generator=g) < 0.2).float(),
+            "masks": torch.ones(T + 1, R)}
+
+
+def one_update(cfg: dict, ro, dist: Dist) -> tuple[dict, dict]:
+    """(gradients, obs statistics) after one ppo_update of a fresh policy on `ro`."""
+    torch.manual_seed(0)
+    policy = train.policy_from_config(train.shoal.env_spec("cartpole"), cfg["policy"])
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    train.ppo_update(policy, optimizer, ro, cfg, dist)
+    grads = {n: p.grad.clone() for n, p in policy.named_parameters()}
+    return grads, {k: v.clone() for k, v in policy.obs_rms.state_dict().items()}
+
+
+def update_cfg() -> dict:
+    # One minibatch, one epoch: the update is one optimizer step, whose gradients
+    # the ranks' average must equal. norm_adv off: it standardises per minibatch,
+    # which a rank does over its own rows only (as in any data-parallel PPO).
+    return config.load("cartpole", ["--train.num-minibatches", "1", "--train.update-epochs", "1",
+                                    "--train.norm-adv", "false", "--policy.normalize-obs", "true"])
+
+
+def _rank_main(rank: int, init_file: str, out: str) -> None:
+    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    dist = Dist(rank=rank, world_size=2, local_rank=rank, local_world_size=2, backend="gloo")
+    half = R // 2
+    grads, rms = one_update(update_cfg(), fake_rollout(slice(rank * half, (rank + 1) * half), make_data()), dist)
+    torch.save({"grads": grads, "rms": rms}, os.path.join(out, f"rank{rank}.pt"))
+    dist.close()
+
+
+def test_two_ranks_average_to_the_single_process_gradient(tmp_path):
+    """One update on 2 ranks holding half the rows each gives the gradients
+    (after averaging) and obs statistics of one process holding all rows."""
+    torch.multiprocessing.spawn(_rank_main, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2)
+    grads, rms = one_update(update_cfg(), fake_rollout(slice(0, R), make_data()), Dist.single())
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    for r in ranks:
+        for name, g in grads.items():
+            torch.testing.assert_close(r["grads"][name], g, rtol=1e-5, atol=1e-6, msg=name)
+        for k, v in rms.items():
+            torch.testing.assert_close(r["rms"][k], v, rtol=1e-12, atol=1e-12, msg=k)
+    assert any(g.abs().sum() > 0 for g in grads.values())  # a real gradient, not all zeros
+
+
+def test_world_split_is_checked_before_any_rank_waits():
+    cfg = config.load("cartpole", ["--vec.num-envs", "30", "--vec.num-batches", "2"])
+    with pytest.raises(config.ConfigError, match=r"num_envs = 30 .*multiple of 4"):
+        train.check_world_split(cfg, 2)
+    assert train.check_world_split(cfg, 1) == (30, None)
+    cfg = config.load("cartpole", ["--vec.num-envs", "64", "--vec.backend", "multiprocessing",
+                                   "--vec.num-batches", "2"])
+    local, workers = train.check_world_split(cfg, 2)
+    assert local == 32 and 1 <= workers <= 16
+
+
+# ---- torchrun end to end ----------------------------------------------------
+def shoal_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "shoal", *args]
+
+
+def torchrun(nproc: int, *args: str) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            "-m", "shoal", *args]
+
+
+def run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def failure(p: subprocess.CompletedProcess) -> str:
+    """A failed run's output without torchrun's own traceback lines."""
+    lines = (p.stdout + p.stderr).splitlines()
+    return "\n".join(x for x in lines if not x.startswith(("  File", "    ")))[-4000:]
+
+
+def test_torchrun_two_ranks_train_cartpole_to_its_target(tmp_path):
+    """`shoal train cartpole --nproc 2` (torchrun underneath) reaches the
+    target, rank 0 alone writes one run folder, and its checkpoint scores
+    >= 475 in shoal eval and resumes in a single-process run."""
+    runs = tmp_path / "runs"
+    p = run(shoal_cmd("train", "cartpole", "--nproc", "2", "--train.run-dir", str(runs),
+                      "--train.dashboard", "plain", "--train.max-train-seconds", "60"))
+    assert p.returncode == 0, failure(p)
+    assert "reached the target return" in p.stdout, p.stdout
+    assert p.stdout.count("trained ") == 1  # rank 0 reports, rank 1 stays quiet
+    assert "rank 1 of 2" in p.stderr and "rank 0 of 2" in p.stderr
+    folders = os.listdir(runs)
+    assert len(folders) == 1, folders
+    run_dir = runs / folders[0]
+    with open(run_dir / "log.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[-1]["world_size"] == "2"
+    ckpt = run_dir / "checkpoint.pt"
+    e = run(shoal_cmd("eval", "cartpole", "--checkpoint", str(ckpt), "--episodes", "16"))
+    assert e.returncode == 0, e.stderr
+    mean = float(e.stdout.split("mean return")[1].split()[0])
+    assert mean >= 475, e.stdout
+
+    # ... and the distributed run's checkpoint goes on in one process
+    steps = torch.load(ckpt, weights_only=False)["progress"]["global_step"]
+    cfg = config.load("cartpole", ["--train.dashboard", "none", "--train.eval-interval", "0",
+                                   "--train.total-timesteps", str(steps + 2048), "--train.max-train-seconds", "0",
+                                   "--train.eval-episodes", "4"])
+    summary = train.train(cfg, resume=str(ckpt), run_dir=str(run_dir))
+    assert summary["global_step"] >= steps + 2048 and summary["world_size"] == 1
+
+
+def test_single_process_checkpoint_resumes_on_two_ranks(tmp_path):
+    cfg = config.load("cartpole", ["--train.dashboard", "none", "--train.eval-interval", "0",
+                                   "--train.total-timesteps", "2048", "--train.eval-episodes", "4",
+                                   "--train.tensorboard", "false"])
+    first = train.train(cfg, run_dir=str(tmp_path / "run"))
+    target = first["global_step"] + 4096
+    p = run(torchrun(2, "train", "cartpole", "--resume", first["checkpoint"], "--run-dir", str(tmp_path / "run"),
+                     "--train.total-timesteps", str(target), "--train.dashboard", "none",
+                     "--train.eval-interval", "0", "--train.eval-episodes", "4"))
+    assert p.returncode == 0, failure(p)
+    progress = torch.load(first["checkpoint"], weights_only=False)["progress"]
+    assert progress["global_step"] >= target
+    with open(tmp_path / "run" / "log.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[-1]["world_size"] == "2"   # appended to the single-process run's log
+
+
+def session_pids(sid: int) -> list[int]:
+    """Live processes of session `sid` (torchrun, its ranks, their pool workers)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":  # fields[3]: session id; Z: a zombie
+                pids.append(int(entry))
+    return pids
+
+
+def test_a_killed_rank_ends_the_job_naming_it_and_leaves_no_process(tmp_path):
+    cmd = torchrun(2, "train", "cartpole", "--run-dir", str(tmp_path / "run"), "--vec.backend", "multiprocessing",
+                   "--vec.num-envs", "64", "--train.max-train-seconds", "0", "--train.total-timesteps", "100_000_000",
+                   "--train.target-return", "0", "--train.eval-interval", "0", "--train.dashboard", "none")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        pids, lines = {}, []
+        deadline = time.monotonic() + 120
+        while len(pids) < 2 and time.monotonic() < deadline:  # each rank's start line names its pid
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("shoal train: rank"):
+                rank = int(line.split()[3])
+                pids[rank] = int(line.split("pid ")[1].split(")")[0])
+        assert len(pids) == 2, "".join(lines)
+        time.sleep(1.0)  # training under way
+        killed = time.monotonic()
+        os.kill(pids[1], signal.SIGKILL)
+        out, _ = proc.communicate(timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out = "".join(lines) + out
+    assert proc.returncode != 0
+    assert "rank      : 1" in out and "SIGKILL" in out, out[-3000:]
+    assert took < 30, took
+    deadline = time.monotonic() + 10
+    while session_pids(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert session_pids(proc.pid) == []
