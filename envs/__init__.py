@@ -1,8 +1,11 @@
 """shoal's first-party environments, of two kinds (docs/design.md):
 
 - header envs: one C header each, bound with Cython. Each env folder holds
-  `<env>.h` (the whole env), `binding.pyx` (the vector loop over it) and an
-  `__init__.py` that declares its `EnvSpec` as `SPEC`.
+  `<env>.h` (the whole env, its spaces and step limit included),
+  `binding.pyx` (the vector loop over it, exporting what the header says)
+  and an `__init__.py` whose `SPEC = header_spec(...)` is built from those
+  exports, adding only what C cannot hold (name, reward threshold,
+  metadata).
 - library-backed envs (kind "worker"): envs over a C library whose state
   lives in the worker (envs/mujoco/: MuJoCo; envs/atari/: ale-py's Atari
   games). Such a folder declares several specs as `SPECS`, and its binding
@@ -73,16 +76,17 @@ class EnvSpec:
         return self.configurator(self, **kwargs)
 
     def load_binding(self):
-        """The compiled binding, checked once against this spec: what the
-        spec repeats from the header (rows per env, obs and action sizes,
-        obs dtype, step limit) must be what the header says. A module with
-        `binding_for` (library-backed envs) gives one binding per spec."""
-        module = importlib.import_module(self.binding)
+        """The compiled binding, checked against this spec (once per spec
+        object): every field the header also holds must be what the header
+        says (SpecMismatchError); BindingNotBuiltError, saying how to build
+        it, if it is not built. A module with `binding_for` (library-backed
+        envs) gives one binding per spec."""
+        module = import_binding(self.binding, self.name)
         if hasattr(module, "binding_for"):
             return module.binding_for(self)
-        if getattr(module, "_SPEC_CHECKED", None) != self.name:
+        if getattr(module, "_SPEC_CHECKED", None) is not self:
             check_spec_against_binding(self, module)
-            module._SPEC_CHECKED = self.name
+            module._SPEC_CHECKED = self
         return module
 
     @property
@@ -105,24 +109,131 @@ class SpecMismatchError(ValueError):
     """An env's EnvSpec disagrees with its C header (through the binding)."""
 
 
+class BindingNotBuiltError(ImportError):
+    """An env's compiled binding is missing or older than its header."""
+
+    def __init__(self, env_name: str, message: str):
+        super().__init__(message)
+        self.env_name = env_name
+
+
+_BUILD_HINT = ("build the extensions: `python setup.py build_ext --inplace` in the source "
+               "checkout, or reinstall shoal (`pip install .`)")
+
+
+def import_binding(module_name: str, env_name: str):
+    """Import env `env_name`'s binding module; BindingNotBuiltError saying
+    how to build it if it is not there."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is None or not (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise   # something the binding itself imports is missing
+        raise BindingNotBuiltError(env_name, f"{env_name}'s binding {module_name} is not built: "
+                                             f"{_BUILD_HINT}") from e
+
+
+# What a header env's binding exports for its spec (envs/vec_binding.pxi).
+_HEADER_EXPORTS = ("AGENTS_PER_ENV", "OBS_ELEMENTS", "OBS_DTYPE", "OBS_LOW", "OBS_HIGH",
+                   "ACT_NVEC", "MAX_EPISODE_STEPS")
+
+
+def header_spec(name: str, package: str, **python_fields) -> EnvSpec:
+    """The EnvSpec of the header env in `package` (its __init__ passes
+    __name__), built from what its compiled binding (`package`.binding)
+    exports from the header: agents, obs_shape (one flat row), obs_dtype,
+    obs_low / obs_high, action_nvec, discrete_action (one component:
+    Discrete) and max_episode_steps.
+
+    `python_fields` are the rest, what C cannot hold: reward_threshold,
+    metadata (render_fps), version, env_kwargs, configurator. A field the
+    header holds may be given too (obs_shape=(11, 11), a documenting
+    max_episode_steps): it is checked against the header here, a
+    SpecMismatchError naming it if they disagree. BindingNotBuiltError,
+    saying how to build it, if the binding is not built or is older than
+    the header's exports."""
+    for fixed in ("binding", "kind"):
+        if fixed in python_fields:
+            raise TypeError(f"header_spec sets {fixed!r} itself")
+    module_name = f"{package}.binding"
+    binding = import_binding(module_name, name)
+    missing = [export for export in _HEADER_EXPORTS if not hasattr(binding, export)]
+    if missing:
+        raise BindingNotBuiltError(name, f"{name}'s binding {module_name} is older than "
+                                         f"envs/vec_binding.pxi (no {', '.join(missing)}): {_BUILD_HINT}")
+    nvec = tuple(binding.ACT_NVEC)
+    fields = {"name": name,
+              "binding": module_name,
+              "agents": binding.AGENTS_PER_ENV,
+              "obs_shape": (binding.OBS_ELEMENTS,),
+              "obs_dtype": np.dtype(binding.OBS_DTYPE).type,
+              "obs_low": binding.OBS_LOW,
+              "obs_high": binding.OBS_HIGH,
+              "action_nvec": nvec,
+              "discrete_action": len(nvec) == 1,
+              "max_episode_steps": binding.MAX_EPISODE_STEPS,
+              **python_fields}
+    shape = tuple(fields["obs_shape"])
+    for bound in ("obs_low", "obs_high"):   # per-element bounds take a Python obs_shape
+        if bound not in python_fields and np.ndim(fields[bound]) and np.size(fields[bound]) == np.prod(shape):
+            fields[bound] = fields[bound].reshape(shape)
+    spec = EnvSpec(**fields)
+    check_spec_against_binding(spec, binding)
+    binding._SPEC_CHECKED = spec   # load_binding need not check it again
+    return spec
+
+
+def _bound_mismatch(in_spec, in_header, size: int, dtype: np.dtype) -> str | None:
+    """Where the obs bound `in_spec` (scalar or per element) differs from the
+    header's, compared as obs elements of `dtype`; None if nowhere."""
+    as_type = dtype if dtype.kind == "f" else np.float64   # no integer wrap-around
+    def per_element(bound):
+        array = np.asarray(bound).astype(as_type)
+        return np.broadcast_to(array.reshape(size) if array.size == size else array, (size,))
+    try:
+        ours = per_element(in_spec)
+    except ValueError:
+        return f"shape {np.shape(in_spec)} in the spec, {np.shape(in_header) or 'a scalar'} in the header"
+    theirs = per_element(in_header)
+    differ = np.flatnonzero(ours != theirs)
+    if not len(differ):
+        return None
+    k = differ[0]
+    return (f"element {k} is {ours[k]!r} in the spec, {theirs[k]!r} in the header"
+            + (f" ({len(differ)} elements differ)" if len(differ) > 1 else ""))
+
+
 def check_spec_against_binding(spec: EnvSpec, binding) -> None:
     """Raise SpecMismatchError naming every field where `spec` and the
     binding's header exports (AGENTS_PER_ENV, OBS_ELEMENTS, ACT_ELEMENTS,
-    OBS_DTYPE, MAX_EPISODE_STEPS where exported) disagree."""
+    OBS_DTYPE, OBS_LOW, OBS_HIGH, ACT_NVEC, MAX_EPISODE_STEPS: each where
+    exported) disagree."""
+    size = int(np.prod(spec.obs_shape))
     pairs = [("agents", spec.agents, "AGENTS_PER_ENV"),
-             ("obs elements (prod(obs_shape))", int(np.prod(spec.obs_shape)), "OBS_ELEMENTS"),
+             ("obs elements (prod(obs_shape))", size, "OBS_ELEMENTS"),
              ("action components", spec.action_size, "ACT_ELEMENTS"),
              ("obs_dtype", np.dtype(spec.obs_dtype), "OBS_DTYPE"),
              ("max_episode_steps", spec.max_episode_steps, "MAX_EPISODE_STEPS")]
+    if not spec.continuous_action:
+        pairs.append(("action_nvec", tuple(int(n) for n in spec.action_nvec), "ACT_NVEC"))
     wrong = []
     for what, in_spec, export in pairs:
         if not hasattr(binding, export):
-            continue   # optional exports (a step limit) may be absent
+            continue   # optional exports (library-backed envs) may be absent
         in_header = getattr(binding, export)
         if export == "OBS_DTYPE":
             in_header = np.dtype(in_header)
+        elif export == "ACT_NVEC":
+            in_header = tuple(int(n) for n in in_header)
         if in_spec != in_header:
             wrong.append(f"{what}: {in_spec!r} in the spec, {in_header!r} in the header ({export})")
+    dtype = np.dtype(getattr(binding, "OBS_DTYPE", spec.obs_dtype))
+    for what, in_spec, export in (("obs_low", spec.obs_low, "OBS_LOW"),
+                                  ("obs_high", spec.obs_high, "OBS_HIGH")):
+        if hasattr(binding, export):
+            where = _bound_mismatch(in_spec, getattr(binding, export), size, dtype)
+            if where:
+                wrong.append(f"{what}: {where} ({export})")
     if wrong:
         raise SpecMismatchError(f"{spec.name}'s SPEC disagrees with its C header "
                                 f"({spec.binding}): " + "; ".join(wrong))
@@ -131,12 +242,19 @@ def check_spec_against_binding(spec: EnvSpec, binding) -> None:
 _PACKAGES = [f"{__name__}.{module.name}" for module in pkgutil.iter_modules(__path__) if module.ispkg]
 
 
-def _specs() -> dict[str, EnvSpec]:
+def _specs(unbuilt: dict | None = None) -> dict[str, EnvSpec]:
     """Every registered spec by lookup key: a folder's SPEC under its SPEC.name
-    and its folder name, each of a folder's SPECS under its name."""
+    and its folder name, each of a folder's SPECS under its name. A header
+    env whose binding is not built has no spec: it is left out (its error
+    put in `unbuilt` under both keys), so the other envs still work."""
     found = {}
     for package in _PACKAGES:
-        module = importlib.import_module(package)
+        try:
+            module = importlib.import_module(package)
+        except BindingNotBuiltError as e:
+            if unbuilt is not None:
+                unbuilt[_key(package.rsplit(".", 1)[1])] = unbuilt[_key(e.env_name)] = e
+            continue
         if hasattr(module, "SPEC"):
             found[_key(package.rsplit(".", 1)[1])] = module.SPEC
             found[_key(module.SPEC.name)] = module.SPEC
@@ -147,7 +265,8 @@ def _specs() -> dict[str, EnvSpec]:
 
 def names(kind: str | None = None) -> list[str]:
     """Names of the registered first-party envs (of `kind` "header" or
-    "worker" only, if given)."""
+    "worker" only, if given). Header envs whose binding is not built are
+    left out; spec(name) says how to build them."""
     return sorted({s.name for s in _specs().values() if kind is None or s.kind == kind})
 
 
@@ -159,7 +278,10 @@ def spec(name: str, **env_kwargs) -> EnvSpec:
     """The spec of env `name`: its name or folder name, ignoring case, "_"
     and "-" ("CartPole", "cartpole"; "ExplorerPointGoal", "explorer_pointgoal";
     "HalfCheetah", "half_cheetah"), configured with `env_kwargs`."""
-    found = _specs()
+    unbuilt = {}
+    found = _specs(unbuilt)
     if _key(name) not in found:
+        if _key(name) in unbuilt:
+            raise BindingNotBuiltError(unbuilt[_key(name)].env_name, str(unbuilt[_key(name)]))
         raise ValueError(f"unknown env {name!r}; shoal has: {', '.join(names())}")
     return found[_key(name)].configure(**env_kwargs)

@@ -56,6 +56,24 @@ SHOAL_FN float shoal_rng_uniform(shoal_rng* rng, float lo, float hi) {
     return lo + (hi - lo) * unit;
 }
 
+/* ---- the spaces, beside P_agents / P_obs_size / P_act_size -------------
+ * An env header also declares what its spaces are (the binding exports
+ * them and shoal.envs builds the env's EnvSpec from them):
+ *     P_max_steps                  in the sizes enum: the step limit (0: none)
+ *     P_obs_low[], P_obs_high[]    static const tables of obs bounds: one
+ *                                  entry (every element) or one per element
+ *     P_act_nvec[]                 static const table, one entry per action
+ *                                  component: component j is in [0, nvec[j])
+ * The tables are read on the host only. SHOAL_REPEAT_n(x) writes x n times
+ * (n a power of two up to 64), for runs of equal bounds in a per-element
+ * table. */
+#define SHOAL_REPEAT_2(x) x, x
+#define SHOAL_REPEAT_4(x) SHOAL_REPEAT_2(x), SHOAL_REPEAT_2(x)
+#define SHOAL_REPEAT_8(x) SHOAL_REPEAT_4(x), SHOAL_REPEAT_4(x)
+#define SHOAL_REPEAT_16(x) SHOAL_REPEAT_8(x), SHOAL_REPEAT_8(x)
+#define SHOAL_REPEAT_32(x) SHOAL_REPEAT_16(x), SHOAL_REPEAT_16(x)
+#define SHOAL_REPEAT_64(x) SHOAL_REPEAT_32(x), SHOAL_REPEAT_32(x)
+
 /* ---- shared read-only assets (maps, floorplans) --------------------------
  * An env whose envs share big read-only data keeps it in one flat struct T,
  * built once per process on the host, indexed from the env struct (never a

@@ -4,8 +4,11 @@
 # SHOAL_VEC_ENV, the env's prefix, defined), declares the header's types
 # under the generic names env_t, obs_t and act_t (with the fields it reads
 # itself), and then includes this file, which declares the rest once for
-# every env: the sizes, the episode record and the vector loop, through
-# generic C names that expand to the env's own. What is generated: `Block`,
+# every env: the sizes, the spaces, the episode record and the vector loop,
+# through generic C names that expand to the env's own. It exports the
+# header's spec (AGENTS_PER_ENV, OBS_ELEMENTS, ACT_ELEMENTS, OBS_DTYPE,
+# ACT_DTYPE, OBS_LOW, OBS_HIGH, ACT_NVEC, MAX_EPISODE_STEPS), from which
+# shoal.envs.header_spec builds the env's EnvSpec. What is generated: `Block`,
 # which steps a contiguous block of envs in place inside buffers it is
 # handed, without the GIL and without any per-env Python object or per-step
 # allocation.
@@ -19,11 +22,27 @@ cdef extern from *:
     /* The env's vector loop and sizes under generic names (SHOAL_VEC_ENV is
      * still the prefix the binding included shoal_vec.h with). */
     #define SHOAL_BINDING_(name) SHOAL_CAT(SHOAL_VEC_ENV, name)
+    #define SHOAL_BINDING_COUNT(table) (sizeof(table) / sizeof((table)[0]))
     enum {
         shoal_binding_agents = SHOAL_BINDING_(agents),
         shoal_binding_obs_size = SHOAL_BINDING_(obs_size),
-        shoal_binding_act_size = SHOAL_BINDING_(act_size)
+        shoal_binding_act_size = SHOAL_BINDING_(act_size),
+        shoal_binding_max_steps = SHOAL_BINDING_(max_steps),
+        shoal_binding_obs_lows = SHOAL_BINDING_COUNT(SHOAL_BINDING_(obs_low)),
+        shoal_binding_obs_highs = SHOAL_BINDING_COUNT(SHOAL_BINDING_(obs_high))
     };
+    /* The spaces' tables have the sizes the header says (else: a negative
+     * array size, named after the table, at compile time). */
+    typedef char SHOAL_BINDING_(obs_low_needs_1_or_obs_size_entries)[
+        shoal_binding_obs_lows == 1 || shoal_binding_obs_lows == shoal_binding_obs_size ? 1 : -1];
+    typedef char SHOAL_BINDING_(obs_high_needs_1_or_obs_size_entries)[
+        shoal_binding_obs_highs == 1 || shoal_binding_obs_highs == shoal_binding_obs_size ? 1 : -1];
+    typedef char SHOAL_BINDING_(act_nvec_needs_act_size_entries)[
+        SHOAL_BINDING_COUNT(SHOAL_BINDING_(act_nvec)) == shoal_binding_act_size ? 1 : -1];
+    /* Table entries read in whatever type the header wrote them. */
+    static double shoal_binding_obs_low(int k) { return (double)SHOAL_BINDING_(obs_low)[k]; }
+    static double shoal_binding_obs_high(int k) { return (double)SHOAL_BINDING_(obs_high)[k]; }
+    static long long shoal_binding_act_nvec(int k) { return (long long)SHOAL_BINDING_(act_nvec)[k]; }
     #define shoal_binding_vec_reset SHOAL_BINDING_(vec_reset)
     #define shoal_binding_vec_step SHOAL_BINDING_(vec_step)
     """
@@ -31,6 +50,12 @@ cdef extern from *:
         AGENTS "shoal_binding_agents"
         OBS_SIZE "shoal_binding_obs_size"
         ACT_SIZE "shoal_binding_act_size"
+        _MAX_STEPS "shoal_binding_max_steps"
+        _OBS_LOWS "shoal_binding_obs_lows"
+        _OBS_HIGHS "shoal_binding_obs_highs"
+    double _obs_low "shoal_binding_obs_low"(int k)
+    double _obs_high "shoal_binding_obs_high"(int k)
+    long long _act_nvec "shoal_binding_act_nvec"(int k)
     ctypedef struct shoal_episode:
         pass
     void vec_reset "shoal_binding_vec_reset"(env_t* envs, shoal_episode* eps, int64_t n,
@@ -62,6 +87,23 @@ cdef act_t _act_half = <act_t>0.5
 cdef act_t _act_minus_one = <act_t>-1
 OBS_DTYPE = np.dtype(("f" if _obs_half != 0 else "i" if _obs_minus_one < 0 else "u") + str(sizeof(obs_t)))
 ACT_DTYPE = np.dtype(("f" if _act_half != 0 else "i" if _act_minus_one < 0 else "u") + str(sizeof(act_t)))
+
+
+def _obs_bound(values):
+    # One entry: a scalar (every element); else a read-only array per element.
+    array = np.array(values, dtype=OBS_DTYPE)
+    if array.size == 1:
+        return array[0].item()
+    array.flags.writeable = False
+    return array
+
+
+# The header's spaces and step limit (P_obs_low, P_obs_high, P_act_nvec,
+# P_max_steps; 0: no limit).
+OBS_LOW = _obs_bound([_obs_low(k) for k in range(_OBS_LOWS)])
+OBS_HIGH = _obs_bound([_obs_high(k) for k in range(_OBS_HIGHS)])
+ACT_NVEC = tuple(int(_act_nvec(k)) for k in range(ACT_SIZE))
+MAX_EPISODE_STEPS = _MAX_STEPS if _MAX_STEPS > 0 else None
 
 
 cdef size_t _address(object array, object dtype, Py_ssize_t count) except 0:

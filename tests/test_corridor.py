@@ -1,6 +1,10 @@
 """Corridor (envs/corridor/corridor.h), the template env: its rules, the
 seed rule, identical outputs across backends, and that walking right beats
 random. A new env's test file can start from this one."""
+import re
+from pathlib import Path
+
+import gymnasium
 import numpy as np
 import pytest
 
@@ -10,11 +14,28 @@ from shoal.pool import Multiprocessing, Serial
 import helpers
 
 LEN, MAX_STEPS = 16, 64
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_spec_matches_the_header():
-    assert SPEC.max_episode_steps == MAX_STEPS
+def test_spec_is_read_off_the_header():
+    assert (SPEC.name, SPEC.agents, SPEC.max_episode_steps) == ("Corridor", 1, MAX_STEPS)
+    assert SPEC.single_observation_space == gymnasium.spaces.Box(0.0, 1.0, (2,), np.float32)
+    assert SPEC.single_action_space == gymnasium.spaces.Discrete(2)
     assert SPEC.load_binding().MAX_EPISODE_STEPS == MAX_STEPS
+
+
+def test_the_guide_shows_the_template_files():
+    """docs/new_env.md walks through envs/corridor/: each section titled
+    with one of its files shows that file, verbatim, in its first code
+    block, and every source file of the folder has its section."""
+    guide = (ROOT / "docs" / "new_env.md").read_text()
+    shown = dict(re.findall(r"^## \d+\. [^\n]*`(envs/corridor/[^`]+)`\n.*?^```\w*\n(.*?)^```$",
+                            guide, re.M | re.S))
+    sources = {f"envs/corridor/{p.name}" for p in (ROOT / "envs" / "corridor").iterdir()
+               if p.suffix in (".h", ".pyx", ".pxi", ".cu", ".py")}
+    assert set(shown) == sources
+    for path, block in shown.items():
+        assert block == (ROOT / path).read_text(), f"docs/new_env.md's {path} is not the file"
 
 
 def test_rules():

@@ -16,13 +16,9 @@ cdef extern from *:
         int32_t steps
     ctypedef float obs_t "cartpole_obs_t"
     ctypedef int32_t act_t "cartpole_act_t"
-    enum:
-        MAX_STEPS "CARTPOLE_MAX_STEPS"
     int cartpole_physics(env_t* env, int32_t action) noexcept nogil
 
 include "../vec_binding.pxi"
-
-MAX_EPISODE_STEPS = MAX_STEPS  # checked against SPEC.max_episode_steps (shoal.envs)
 
 
 def physics(float[:, ::1] states, const int32_t[::1] actions):

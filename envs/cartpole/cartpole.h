@@ -30,7 +30,14 @@
 
 typedef float cartpole_obs_t;
 typedef int32_t cartpole_act_t;
-enum { cartpole_agents = 1, cartpole_obs_size = 4, cartpole_act_size = 1 };
+enum { cartpole_agents = 1, cartpole_obs_size = 4, cartpole_act_size = 1,
+       cartpole_max_steps = CARTPOLE_MAX_STEPS };
+/* gymnasium's CartPole-v1 observation space: twice the termination limits. */
+static const cartpole_obs_t cartpole_obs_high[] = {2.0f * CARTPOLE_X_LIMIT, INFINITY,
+                                                   2.0f * CARTPOLE_THETA_LIMIT, INFINITY};
+static const cartpole_obs_t cartpole_obs_low[] = {-2.0f * CARTPOLE_X_LIMIT, -INFINITY,
+                                                  -2.0f * CARTPOLE_THETA_LIMIT, -INFINITY};
+static const cartpole_act_t cartpole_act_nvec[] = {2}; /* 0 push left, 1 push right */
 
 typedef struct {
     float x, x_dot, theta, theta_dot;

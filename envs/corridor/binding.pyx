@@ -13,9 +13,5 @@ cdef extern from *:
         int32_t pos, steps
     ctypedef float obs_t "corridor_obs_t"
     ctypedef int32_t act_t "corridor_act_t"
-    enum:
-        MAX_STEPS "CORRIDOR_MAX_STEPS"
 
 include "../vec_binding.pxi"
-
-MAX_EPISODE_STEPS = MAX_STEPS  # checked against SPEC.max_episode_steps

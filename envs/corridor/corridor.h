@@ -4,8 +4,8 @@
  * One agent on cells 0..CORRIDOR_LEN-1 starts on a random cell of the first
  * half. Actions: 0 steps left (a wall at cell 0), 1 steps right. Reward
  * -0.01 per step, +1 on reaching the last cell, which terminates the
- * episode; truncated after CORRIDOR_MAX_STEPS steps. Observation (float32
- * x2): position / (CORRIDOR_LEN - 1), steps / CORRIDOR_MAX_STEPS.
+ * episode; truncated after corridor_max_steps (64) steps. Observation
+ * (float32 x2): position / (CORRIDOR_LEN - 1), steps / corridor_max_steps.
  */
 #ifndef SHOAL_CORRIDOR_H
 #define SHOAL_CORRIDOR_H
@@ -13,11 +13,15 @@
 #include "../shoal_env.h"
 
 #define CORRIDOR_LEN 16
-#define CORRIDOR_MAX_STEPS 64
 
+/* The spaces (envs/shoal_env.h): sizes, step limit, obs bounds (one entry:
+ * every element), action component j in [0, nvec[j]). The env's EnvSpec is
+ * read off these. */
 typedef float corridor_obs_t;
 typedef int32_t corridor_act_t;
-enum { corridor_agents = 1, corridor_obs_size = 2, corridor_act_size = 1 };
+enum { corridor_agents = 1, corridor_obs_size = 2, corridor_act_size = 1, corridor_max_steps = 64 };
+static const corridor_obs_t corridor_obs_low[] = {0.0f}, corridor_obs_high[] = {1.0f};
+static const corridor_act_t corridor_act_nvec[] = {2};
 
 typedef struct {
     int32_t pos;
@@ -27,7 +31,7 @@ typedef struct {
 
 SHOAL_FN void corridor_write_obs(const corridor_env* env, float* obs) {
     obs[0] = (float)env->pos / (CORRIDOR_LEN - 1);
-    obs[1] = (float)env->steps / CORRIDOR_MAX_STEPS;
+    obs[1] = (float)env->steps / corridor_max_steps;
 }
 
 SHOAL_FN void corridor_seed(corridor_env* env, uint64_t seed) { shoal_rng_seed(&env->rng, seed); }
@@ -45,7 +49,7 @@ SHOAL_FN int corridor_step(corridor_env* env, const int32_t* act, float* obs, fl
     if (env->pos < 0) env->pos = 0;
     env->steps += 1;
     const int arrived = env->pos == CORRIDOR_LEN - 1;
-    const int out_of_time = env->steps >= CORRIDOR_MAX_STEPS;
+    const int out_of_time = env->steps >= corridor_max_steps;
     corridor_write_obs(env, obs);
     rew[0] = arrived ? 1.0f : -0.01f;
     term[0] = (uint8_t)arrived;

@@ -41,7 +41,6 @@ cdef extern from *:
     ctypedef float obs_t "drive_obs_t"
     ctypedef int32_t act_t "drive_act_t"
     enum:
-        MAX_STEPS "DRIVE_MAX_STEPS"
         NUM_MAPS "DRIVE_NUM_MAPS"
         NUM_ACTIONS "DRIVE_NUM_ACTIONS"
         STEER_BINS "DRIVE_STEER_BINS"
@@ -64,7 +63,6 @@ include "../vec_binding.pxi"
 drive_build_assets()   # the shared maps, once per process
 
 RENDER_SHAPE = (320, 320)
-MAX_EPISODE_STEPS = MAX_STEPS
 NUM_MAP_LAYOUTS = NUM_MAPS
 NUM_DISCRETE_ACTIONS = NUM_ACTIONS
 STEER_GRID = STEER_BINS      # action = steer_bin * ACCEL_GRID + accel_bin

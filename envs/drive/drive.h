@@ -113,7 +113,12 @@ enum { DRIVE_ABSENT = 0, DRIVE_ALIVE = 1, DRIVE_GONE = 2 };
 
 typedef float drive_obs_t;
 typedef int32_t drive_act_t;
-enum { drive_agents = DRIVE_AGENTS, drive_obs_size = DRIVE_OBS_SIZE, drive_act_size = 1 };
+enum { drive_agents = DRIVE_AGENTS, drive_obs_size = DRIVE_OBS_SIZE, drive_act_size = 1,
+       drive_max_steps = DRIVE_MAX_STEPS };
+/* Every obs feature is scaled and clipped into [-1, 1]; one action of
+ * DRIVE_NUM_ACTIONS: steer_bin * DRIVE_ACCEL_BINS + accel_bin. */
+static const drive_obs_t drive_obs_low[] = {-1.0f}, drive_obs_high[] = {1.0f};
+static const drive_act_t drive_act_nvec[] = {DRIVE_NUM_ACTIONS};
 
 /* ---- shared assets: the maps -------------------------------------------- */
 typedef struct {

@@ -97,11 +97,27 @@ typedef int32_t explorer_act_t;
 enum {
     explorer_agents = EXPLORER_AGENTS,
     explorer_obs_size = 2 * EXPLORER_RAYS + 4,
-    explorer_act_size = 2
+    explorer_act_size = 2,
+    explorer_max_steps = EXPLORER_MAX_STEPS
 };
 enum { EXPLORER_OBS_DEPTH = 0, EXPLORER_OBS_COLOUR = EXPLORER_RAYS,
        EXPLORER_OBS_SPEED = 2 * EXPLORER_RAYS, EXPLORER_OBS_TURN, EXPLORER_OBS_TASK0,
        EXPLORER_OBS_TASK1 };
+/* Obs bounds per element (the layout above): depth and colour in [0, 1],
+ * the last forward speed in [-0.5, 1] (back is half speed), the last turn in
+ * [-1, 1], the task pair in [0, 1] (Explore) or [-1, 1] (PointGoal: the goal
+ * in the agent's frame). Actions: move (stay / forward / back), turn (none /
+ * left / right). */
+#if EXPLORER_TASK == EXPLORER_TASK_POINTGOAL
+#define EXPLORER_TASK_LOW -1.0f
+#else
+#define EXPLORER_TASK_LOW 0.0f
+#endif
+static const explorer_obs_t explorer_obs_low[] = {
+    SHOAL_REPEAT_32(0.0f), SHOAL_REPEAT_32(0.0f), /* depth, colour: 32 = EXPLORER_RAYS each */
+    -0.5f, -1.0f, EXPLORER_TASK_LOW, EXPLORER_TASK_LOW};
+static const explorer_obs_t explorer_obs_high[] = {1.0f};
+static const explorer_act_t explorer_act_nvec[] = {3, 3};
 
 /* ---- shared assets: every floorplan, plus direction tables --------------
  * Every wall is axis-aligned, which makes a ray-wall test one multiply by a

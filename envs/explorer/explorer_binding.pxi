@@ -53,7 +53,6 @@ explorer_build_assets()  # the floorplans, once per process (idempotent)
 TASK = "PointGoal" if TASK_ID == TASK_POINTGOAL else "Explore"
 NUM_PLANS = PLANS
 NUM_RAYS = RAYS
-MAX_EPISODE_STEPS = MAX_STEPS  # checked against SPEC.max_episode_steps (shoal.envs)
 MAP = MAP_SIZE
 AGENT_RADIUS = RADIUS
 RAY_RANGE = RANGE

@@ -1,5 +1,5 @@
 """Explorer's PointGoal task: envs/explorer/explorer.h compiled with
 EXPLORER_TASK = PointGoal (see explorer_pointgoal.h)."""
-from shoal.envs.explorer import make_spec
+from shoal.envs import header_spec
 
-SPEC = make_spec("PointGoal", "ExplorerPointGoal", "shoal.envs.explorer_pointgoal.binding")
+SPEC = header_spec("ExplorerPointGoal", __name__, metadata={"task": "PointGoal"})

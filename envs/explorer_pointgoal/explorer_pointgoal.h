@@ -18,8 +18,12 @@ typedef explorer_act_t explorer_pointgoal_act_t;
 enum {
     explorer_pointgoal_agents = explorer_agents,
     explorer_pointgoal_obs_size = explorer_obs_size,
-    explorer_pointgoal_act_size = explorer_act_size
+    explorer_pointgoal_act_size = explorer_act_size,
+    explorer_pointgoal_max_steps = explorer_max_steps
 };
+#define explorer_pointgoal_obs_low explorer_obs_low
+#define explorer_pointgoal_obs_high explorer_obs_high
+#define explorer_pointgoal_act_nvec explorer_act_nvec
 
 SHOAL_FN void explorer_pointgoal_seed(explorer_env* env, uint64_t seed) {
     explorer_seed(env, seed);

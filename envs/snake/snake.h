@@ -93,8 +93,12 @@ typedef int32_t snake_act_t;
 enum {
     snake_agents = SNAKE_COUNT,
     snake_obs_size = SNAKE_VIEW * SNAKE_VIEW,
-    snake_act_size = 1
+    snake_act_size = 1,
+    snake_max_steps = SNAKE_MAX_STEPS
 };
+/* Every obs element is one of the SNAKE_OBS_ codes; one action of 4 (SNAKE_UP ..). */
+static const snake_obs_t snake_obs_low[] = {SNAKE_OBS_EMPTY}, snake_obs_high[] = {SNAKE_OBS_OTHER_HEAD};
+static const snake_act_t snake_act_nvec[] = {4};
 
 typedef struct {
     uint16_t body[SNAKE_MAX_LEN]; /* grid indices; body[head] is the head */
