@@ -184,6 +184,7 @@ RULES: dict[tuple[str, str], tuple] = {
     ("train", "run_dir"): ((lambda v: v != ""), "a folder path"),
     ("train", "checkpoint_interval"): _at_least(0.0),
     ("train", "reward_clip"): _at_least(0.0, strict=True),
+    ("train", "wandb_project"): ((lambda v: v != ""), "a W&B project name"),
     ("dist", "backend"): _one_of("auto", "gloo", "nccl"),
     ("dist", "timeout"): _at_least(1.0),
     ("policy", "hidden_size"): _at_least(1),

@@ -872,8 +872,8 @@ LOG_FIELDS = ["train_seconds", "global_step", "sps", "episodes", "mean_return", 
 
 class Logger:
     """A CSV row per log interval (always), TensorBoard scalars (when
-    installed) and a live dashboard: rich when installed and on a terminal,
-    else a printed line per row."""
+    installed), W&B (when [train] wandb) and a live dashboard: rich when
+    installed and on a terminal, else a printed line per row."""
 
     def __init__(self, run_dir: str, cfg: dict, resume: bool, world_size: int = 1):
         tc = cfg["train"]
@@ -896,6 +896,9 @@ class Logger:
                 self.tb = SummaryWriter(run_dir)
             except ImportError:  # tensorboard not installed
                 self.tb = None
+        self.wandb = None
+        if tc["wandb"]:
+            self.wandb = start_wandb(run_dir, cfg, resume)
         mode = tc["dashboard"]
         self.live = None
         if mode in ("auto", "rich"):
@@ -924,6 +927,9 @@ class Logger:
             for k, v in row.items():
                 if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
                     self.tb.add_scalar(k, v, row["global_step"])
+        if self.wandb is not None:
+            self.wandb.log({k: v for k, v in row.items() if isinstance(v, (int, float)) and
+                            not (isinstance(v, float) and math.isnan(v))}, step=row["global_step"])
         if self.live is not None:
             self.live.update(self._table(row), refresh=True)
         elif self.plain:
@@ -961,7 +967,37 @@ class Logger:
             self.live.stop()
         if self.tb is not None:
             self.tb.close()
+        if self.wandb is not None:
+            self.wandb.finish()
         self.csv_file.close()
+
+
+def start_wandb(run_dir: str, cfg: dict, resume: bool):
+    """A W&B run for this run folder: named after it, its files under
+    run_dir/wandb, the whole config attached. Resuming in the same folder
+    continues the same W&B run (its id is kept in run_dir/wandb_id.txt).
+    WANDB_MODE=offline (or disabled) is honoured as W&B documents."""
+    import wandb
+
+    id_file = os.path.join(run_dir, "wandb_id.txt")
+    run_id = None
+    if resume and os.path.exists(id_file):
+        with open(id_file) as f:
+            run_id = f.read().strip() or None
+    run = wandb.init(project=cfg["train"]["wandb_project"], name=os.path.basename(os.path.abspath(run_dir)),
+                     dir=run_dir, config=cfg, id=run_id, resume="allow" if run_id else None)
+    with open(id_file, "w") as f:
+        f.write(run.id)
+    return run
+
+
+def check_loggers(cfg: dict) -> None:
+    """[train] wandb = true needs wandb installed: said before any run folder is made."""
+    import importlib.util
+
+    if cfg["train"]["wandb"] and importlib.util.find_spec("wandb") is None:
+        raise shoal_config.ConfigError("[train] wandb = true: wandb is not installed "
+                                       "(pip install \"shoal[wandb]\"), or set it to false")
 
 
 # ============================================================================
@@ -1089,6 +1125,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     eval_kwargs = shoal_config.env_kwargs(cfg["env"], evaluation=True)  # real scores: no reward clipping
     check_backend(vc["backend"])
     device = resolve_device(tc["device"])
+    check_loggers(cfg)
     local_envs, num_workers = check_world_split(cfg, distributed.planned_world_size())
     dist, device = distributed.setup(cfg, device)  # Dist.single() unless started by torchrun
     if tc["torch_threads"] > 0:
