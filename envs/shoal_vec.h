@@ -11,6 +11,11 @@
  *     P_obs_t, P_act_t            element types of observation and action rows
  *     P_agents, P_obs_size, P_act_size
  *                                 rows per env, elements per obs row and action row
+ *     P_max_steps                 the step limit (0: none), in the same enum
+ *     P_obs_low[], P_obs_high[]   observation bounds: one entry, or one per element
+ *     P_act_nvec[]                choices per action component (P_act_size entries)
+ *                                 (these three are read by the binding, on the host:
+ *                                 the EnvSpec is built from them)
  *     P_seed(env, seed)           reseeds the env's RNG
  *     P_reset(env, obs, mask)     starts an episode, writes obs / mask rows
  *     P_step(env, act, obs, rew, term, trunc, mask) -> episode over?
