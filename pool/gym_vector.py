@@ -257,9 +257,14 @@ class NativeVectorEnv(VectorEnv):
             # although the pool itself has reset its envs at construction.
             raise ResetNeeded("Cannot call env.step() before calling env.reset()")
         obs, rewards, terminations, truncations, pool_info = self._pool.step(actions)
-        infos = self._mask_info()
-        if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            infos.update(self._final_infos(pool_info["final_obs"], pool_info["_final_obs"]))
+        # Only what the caller gets back is copied, once each, into fresh
+        # arrays (copy=True: later steps never overwrite them); nothing is
+        # built for infos on the common step where no env ended.
+        infos = {} if self.agents_per_env == 1 else self._mask_info()
+        if self.autoreset_mode is AutoresetMode.SAME_STEP:
+            ended = pool_info["_final_obs"]
+            if ended.any():
+                infos.update(self._final_infos(pool_info["final_obs"], ended))
         return ((obs.copy() if self.copy else obs),
                 rewards.astype(np.float64),  # the pool's float32 -> a new float64 array, as Sync
                 terminations.copy(),
@@ -267,12 +272,16 @@ class NativeVectorEnv(VectorEnv):
                 infos)
 
     def _final_infos(self, final_obs: np.ndarray, ended: np.ndarray) -> dict:
-        """SyncVectorEnv's SAME_STEP infos (its `_add_info` of {"final_obs", "final_info"})."""
-        if not ended.any():
+        """SyncVectorEnv's SAME_STEP infos (its `_add_info` of {"final_obs",
+        "final_info"}), for a step where some env ended."""
+        rows = np.flatnonzero(ended)
+        if not rows.size:
             return {}
-        objects = np.full(self.num_envs, None, dtype=object)
-        for i in np.flatnonzero(ended):
-            objects[i] = final_obs[i].copy()  # the pool's row is overwritten next step
+        objects = np.empty(self.num_envs, dtype=object)  # None where no episode ended
+        # One copy of the ended rows (the pool's are overwritten next step);
+        # each env's final obs is its row of that copy.
+        for i, row in zip(rows.tolist(), final_obs[rows]):
+            objects[i] = row
         return {"final_obs": objects, "_final_obs": ended.copy(),
                 "final_info": dict(self._no_final_info), "_final_info": ended.copy()}
 

@@ -50,12 +50,24 @@ def sb3_dones_and_infos(terminated, truncated, info: dict) -> tuple[np.ndarray, 
     """SB3's dones and per-env infos from a SAME_STEP step: "TimeLimit.truncated"
     (truncated, not terminated) for every env, and "terminal_observation" (a
     copy of info["final_obs"][i]) for the envs whose episode ended."""
-    dones = np.logical_or(terminated, truncated)
-    infos: list[dict[str, Any]] = [{"TimeLimit.truncated": bool(t and not d)}
-                                   for t, d in zip(truncated, terminated)]
-    for i in np.flatnonzero(dones):
-        final = info["final_obs"][i]
-        infos[i]["terminal_observation"] = final.copy() if isinstance(final, np.ndarray) else final
+    terminated = np.asarray(terminated, dtype=bool)
+    truncated = np.asarray(truncated, dtype=bool)
+    dones = terminated | truncated
+    infos: list[dict[str, Any]] = [{"TimeLimit.truncated": t}
+                                   for t in (truncated & ~terminated).tolist()]
+    ended = np.flatnonzero(dones)
+    if not ended.size:
+        return dones, infos
+    final = info["final_obs"]
+    if isinstance(final, np.ndarray) and final.dtype != object:
+        # The native pool's final_obs buffer: one copy of the ended rows,
+        # each env's terminal_observation its row of it.
+        for i, row in zip(ended.tolist(), final[ended]):
+            infos[i]["terminal_observation"] = row
+    else:  # a gymnasium VectorEnv's object array (or dict / tuple obs per env)
+        for i in ended.tolist():
+            obs = final[i]
+            infos[i]["terminal_observation"] = obs.copy() if isinstance(obs, np.ndarray) else obs
     return dones, infos
 
 

@@ -322,6 +322,37 @@ def test_copy_semantics():
     env.close()
 
 
+def test_copy_true_hands_out_fresh_arrays_every_step():
+    """copy=True: nothing step() returns (obs, rewards, flags, SAME_STEP
+    final_obs rows and masks) shares memory with the pool's buffers or with
+    another step's results, and a caller writing into one env's final obs
+    changes no other env's."""
+    env = NativeVectorEnv("CartPole", 32, backend="serial", autoreset_mode="same_step")
+    env.reset(seed=1)
+    b = env.pool._buffers
+    pool_arrays = [b.obs, b.rewards, b.terminals, b.truncations, b.final_obs]
+    previous, several_ended = None, 0
+    for _ in range(60):
+        obs, rewards, term, trunc, infos = env.step(np.ones(32, dtype=np.int64))
+        handed = [obs, rewards, term, trunc]
+        ended = np.flatnonzero(term | trunc)
+        if ended.size:
+            finals = [infos["final_obs"][i] for i in ended]
+            handed += finals + [infos["_final_obs"], infos["_final_info"]]
+            if ended.size > 1:
+                several_ended += 1
+                before = finals[1].copy()
+                finals[0][:] = 99.0
+                np.testing.assert_array_equal(finals[1], before)
+        for a in handed:
+            assert not any(np.shares_memory(a, p) for p in pool_arrays)
+            if previous is not None:
+                assert not any(np.shares_memory(a, p) for p in previous)
+        previous = handed
+    assert several_ended > 0
+    env.close()
+
+
 def test_reset_mask_errors_match_sync():
     native, sync = make_native("disabled"), make_sync(AutoresetMode.DISABLED)
     native.reset(seed=0)
