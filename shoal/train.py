@@ -1070,7 +1070,10 @@ def check_world_split(cfg: dict, world: int) -> tuple[int, int | None]:
     local = vc["num_envs"] // world
     workers = None
     if vc["backend"] == "multiprocessing" and vc["num_workers"] == 0:
-        workers = min(local // batches, distributed.planned_cores_per_rank())
+        # as the pool's own default, over this rank's share of the cores: a
+        # multiple of the batches (each batch has workers of its own)
+        workers = min(distributed.planned_cores_per_rank(), local)
+        workers = max(batches, workers // batches * batches)
     return local, workers
 
 
