@@ -1139,13 +1139,6 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     np.random.seed(seed)
     torch.manual_seed(seed)
 
-    run_dir = ckpt_path = None
-    if dist.is_main:  # rank 0 alone writes: one run folder, one log, one checkpoint
-        run_dir = make_run_dir(cfg, run_dir_arg, resume)
-        with open(os.path.join(run_dir, "config.ini"), "w") as f:
-            f.write(shoal_config.to_ini(cfg))
-        ckpt_path = os.path.join(run_dir, "checkpoint.pt")
-
     policy = policy_from_config(spec, pc).to(device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=tc["learning_rate"], eps=1e-5)
     progress = {"global_step": 0, "update": 0, "train_seconds": 0.0, "solved_seconds": None,
@@ -1173,6 +1166,18 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
                f"ranks on this node), " if vc["backend"] == "multiprocessing" else f"{vc['backend']} pool, ")
             + f"{torch.get_num_threads()} torch threads, learner on {device}\n")
         sys.stderr.flush()
+
+    # The run folder last: a pool argument the pool refuses (above) leaves no folder behind.
+    run_dir = ckpt_path = None
+    if dist.is_main:  # rank 0 alone writes: one run folder, one log, one checkpoint
+        try:
+            run_dir = make_run_dir(cfg, run_dir_arg, resume)
+        except BaseException:
+            pool.close()
+            raise
+        with open(os.path.join(run_dir, "config.ini"), "w") as f:
+            f.write(shoal_config.to_ini(cfg))
+        ckpt_path = os.path.join(run_dir, "checkpoint.pt")
     reward_scaler = None
     if tc["normalize_reward"]:
         reward_scaler = RewardScaler(pool.num_rows, tc["gamma"], tc["reward_clip"])

@@ -112,6 +112,19 @@ def test_cli_rejects_a_bad_value_before_making_a_run_folder(tmp_path, capsys, fl
     assert not runs.exists()
 
 
+def test_a_pool_argument_the_pool_refuses_leaves_no_run_folder(tmp_path, capsys):
+    """The pool's own checks (here: workers per batch) run before the folder is
+    made, so the corrected command can use the same --run-dir."""
+    run_dir = tmp_path / "r"
+    bad = ["--vec.backend", "multiprocessing", "--vec.num-workers", "1", "--vec.num-batches", "2"]
+    assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(run_dir), *bad]) == 2
+    assert "num_workers=1" in capsys.readouterr().err
+    assert not run_dir.exists()
+    assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(run_dir), "--vec.backend", "multiprocessing",
+                     "--vec.num-workers", "2", "--vec.num-batches", "2"]) == 0
+    assert (run_dir / "checkpoint.pt").exists()
+
+
 def test_train_validates_a_config_built_in_code(tmp_path):
     cfg = tiny()
     cfg["train"]["num_steps"] = 0
