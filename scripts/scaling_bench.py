@@ -50,6 +50,36 @@ def run_once(env: str, ranks: int, flags: list[str]) -> dict:
     return {"sps": steps / seconds, "solved": float(solved.group(1)) if solved else None}
 
 
+ALLREDUCE_PROBE = """
+import time, torch, torch.distributed as d
+d.init_process_group("gloo")
+for n in ({sizes}):
+    x = torch.zeros(n)
+    for _ in range(20):
+        d.all_reduce(x)
+    d.barrier()
+    t = time.perf_counter()
+    for _ in range(300):
+        d.all_reduce(x)
+    if d.get_rank() == 0:
+        print(f"allreduce {{n}} {{(time.perf_counter() - t) / 300 * 1e6:.0f}}")
+d.destroy_process_group()
+"""
+
+
+def allreduce_latency(ranks: int, sizes: list[int]) -> dict[int, float]:
+    """Microseconds per gloo all-reduce of `size` float32s between `ranks`
+    local processes, back to back (the floor of the trainer's per-minibatch cost)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(ALLREDUCE_PROBE.format(sizes=", ".join(map(str, sizes))))
+    try:
+        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                            f"--nproc-per-node={ranks}", f.name], capture_output=True, text=True, timeout=300)
+    finally:
+        os.unlink(f.name)
+    return {int(n): float(us) for n, us in re.findall(r"allreduce (\d+) (\d+)", p.stdout)}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--envs", nargs="+", default=["cartpole", "snake"])
@@ -79,6 +109,12 @@ def main(argv=None) -> int:
             med = statistics.median(sps[n])
             times = ", ".join("-" if s is None else f"{s:.1f}" for s in solved[n]) if args.target else "not run"
             print(f"| {n} | {med:,.0f} | {med / base:.2f} | {times} |")
+    for n in args.ranks:
+        if n > 1:
+            # the gradient sizes of CartPole's and Snake's default policies
+            lat = allreduce_latency(n, [4_675, 125_701])
+            print(f"\ngloo all-reduce between {n} local ranks, back to back: "
+                  + ", ".join(f"{size:,} floats {us:.0f} us" for size, us in lat.items()))
     print(f"# load after: {os.getloadavg()[0]:.2f}")
     return 0
 
