@@ -241,8 +241,15 @@ class NativePool:
             raise ValueError(f"num_workers={num_workers} exceeds num_envs={num_envs}: "
                              f"every worker needs at least one env")
         if num_workers % num_batches:
-            raise ValueError(f"num_workers={num_workers} must be a multiple of the number of "
-                             f"batches num_envs // batch_size = {num_batches}")
+            # Either more workers (whole workers per batch) or fewer, larger
+            # batches: gcd(num_envs, num_workers) batches fit both.
+            workers = max(num_batches, num_workers // num_batches * num_batches)
+            fit = int(np.gcd(num_envs, int(num_workers)))
+            raise ValueError(f"num_workers={num_workers} must be a multiple of the number of batches "
+                             f"num_envs // batch_size = {num_envs} // {num_envs // num_batches} = "
+                             f"{num_batches}: pass a num_workers that is a multiple of {num_batches} "
+                             f"(e.g. {workers}), or a larger batch_size (fewer batches; e.g. "
+                             f"batch_size={num_envs // fit}: {fit} batch{'es' if fit > 1 else ''})")
         return int(num_workers)
 
     def _start_workers(self) -> None:

@@ -11,6 +11,66 @@ gymnasium.make / gymnasium.make_vec (see shoal.registration).
 """
 __version__ = "0.1.0"
 
+import os as _os
+
+
+def _mixed_checkouts(shoal_dir: str, parts: dict[str, str | None]) -> str | None:
+    """Why the subpackage folders `parts` ({"envs": folder of shoal.envs,
+    "pool": ...; None: not found}) do not belong with the shoal package in
+    `shoal_dir`, or None if they do. setup.py's package_dir maps shoal.envs
+    to envs/ and shoal.pool to pool/, so they sit either inside the package
+    (an installed wheel: site-packages/shoal/envs) or beside it (a source
+    tree, editable install or not: CHECKOUT/shoal and CHECKOUT/envs).
+    Anything else is two copies of shoal mixed, e.g. shoal imported from a
+    clone's root while shoal.envs comes from another checkout's editable
+    install."""
+    def same(a, b):
+        return _os.path.normcase(_os.path.abspath(a)) == _os.path.normcase(_os.path.abspath(b))
+
+    def fits(resolve):   # every part inside the package, or every part beside it
+        base = _os.path.abspath(resolve(shoal_dir))
+        return any(all(folder is None or same(resolve(folder), _os.path.join(where, name))
+                       for name, folder in parts.items())
+                   for where in (base, _os.path.dirname(base)))
+
+    if fits(lambda p: p) or fits(_os.path.realpath):   # as imported, or with symlinks resolved
+        return None
+    stray = " and ".join(f"shoal.{name} from {folder}" for name, folder in parts.items()
+                         if folder is not None)
+    return (f"shoal is imported from {shoal_dir} but {stray}: two copies of shoal are mixed, so "
+            f"not all the code that runs is the copy you edit. This happens when running from a "
+            f"checkout's root (or with PYTHONPATH) while another shoal is installed: a checkout's "
+            f"envs/ and pool/ are importable only once it is installed. Install the checkout you "
+            f"run (pip install -e {_os.path.dirname(shoal_dir)}, in a venv of its own: see "
+            f"docs/new_env.md), or run from outside it.")
+
+
+def _check_layout() -> None:
+    """Warn (RuntimeWarning) when shoal.envs or shoal.pool come from another
+    copy of shoal than this package; finds them without importing them."""
+    import importlib.util
+    import warnings
+
+    parts = {}
+    for name in ("envs", "pool"):
+        try:
+            spec = importlib.util.find_spec(f"{__name__}.{name}")
+        except (ImportError, ValueError):
+            spec = None
+        parts[name] = _os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+    if parts["envs"] is None:   # e.g. a checkout's shoal/ on sys.path, no shoal installed
+        root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+        raise ModuleNotFoundError(f"No module named 'shoal.envs': shoal was imported from {root}, "
+                                  f"a checkout that is not installed (its envs/ and pool/ become "
+                                  f"shoal.envs and shoal.pool once installed): pip install -e {root}",
+                                  name=f"{__name__}.envs")
+    problem = _mixed_checkouts(_os.path.dirname(_os.path.abspath(__file__)), parts)
+    if problem:
+        warnings.warn(problem, RuntimeWarning, stacklevel=2)
+
+
+_check_layout()
+
 from shoal.envs import names as env_names  # noqa: E402
 from shoal.envs import spec as env_spec  # noqa: E402
 from shoal.registration import register_envs as _register_envs  # noqa: E402

@@ -49,8 +49,18 @@ def test_shoal_bench_envs_section_quick(tmp_path):
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "## First-party envs: agent-steps/s" in out.stdout
+    scale = {"G": 1e9, "M": 1e6, "k": 1e3}
+
+    def rate(cell):
+        number, _, unit = cell.strip().partition(" ")
+        return float(number) * scale.get(unit, 1.0)
+
     for name in shoal.envs.names("header"):
         assert f"| {name} |" in out.stdout
+        row = next(line for line in out.stdout.splitlines() if line.startswith(f"| {name} |"))
+        cells = row.strip("|").split("|")
+        serial, live = rate(cells[4]), rate(cells[5])   # counted in the same runs
+        assert 0 < live <= serial, row
     assert "| C loop |" not in out.stdout, "the main table is not run"
 
 

@@ -57,6 +57,36 @@ def test_rules():
     pool.close()
 
 
+def env_bytes(pool, i=0):
+    """Env i's struct, a view of the pool's public env_states buffer."""
+    size = SPEC.load_binding().ENV_BYTES
+    return pool.env_states[i * size:(i + 1) * size]
+
+
+def test_hand_built_states():
+    """The binding's place / decode (set and read one env's struct) put an
+    env where its rules are tested: one cell from the end, at the wall, one
+    step before the time limit."""
+    B = SPEC.load_binding()
+    assert B.CELLS == LEN
+    pool = Serial("Corridor", 3, seed=0)
+    pool.reset(seed=0)
+    B.place(env_bytes(pool, 0), LEN - 2, steps=5)
+    B.place(env_bytes(pool, 1), 0)
+    B.place(env_bytes(pool, 2), 3, steps=MAX_STEPS - 1)
+    assert B.decode(env_bytes(pool, 0)) == {"pos": LEN - 2, "steps": 5}
+    obs, rew, term, trunc, _ = pool.step(np.array([1, 0, 1], np.int32))
+    np.testing.assert_allclose(obs[:, 0], np.array([LEN - 1, 0, 4]) / (LEN - 1))
+    np.testing.assert_allclose(rew, [1.0, -0.01, -0.01])
+    assert term.tolist() == [True, False, False] and trunc.tolist() == [False, False, True]
+    assert B.decode(env_bytes(pool, 1)) == {"pos": 0, "steps": 1}   # the wall holds
+    with pytest.raises(ValueError, match="pos must be in"):
+        B.place(env_bytes(pool, 0), LEN)
+    with pytest.raises(ValueError, match="bytes"):
+        B.decode(pool.env_states[:3])
+    pool.close()
+
+
 def test_time_limit_truncates():
     pool = Serial("Corridor", 2, seed=0)
     pool.reset(seed=0)

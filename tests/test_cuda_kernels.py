@@ -4,8 +4,12 @@ CI has nvcc but no GPU, so a kernel that does not compile fails here. The
 extension (kernel + pybind face, shoal/cuda.py's sources) is also built by
 hand with nvcc and the host compiler, imported, and its layout checked
 against the Cython build; running it needs a GPU (tests/test_cuda_backend.py).
+Every header env is covered (a folder under envs/ with a binding.pyx and its
+own <folder>.h), so a new env needs no edit here.
 """
+import concurrent.futures
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -40,12 +44,24 @@ def test_loader_flags_match_ci():
         assert all(p.is_file() for p in kernel_sources(name))
 
 
+def selected_envs(request):
+    """The envs of this module's selected tests (all of them, or those
+    `-k <env>` picked): the fixtures below compile only those."""
+    here, names = Path(__file__).resolve(), set()
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "name" in callspec.params and item.path.resolve() == here:
+            names.add(callspec.params["name"])
+    return sorted(names)
+
+
 @pytest.fixture(scope="module")
-def objects(tmp_path_factory):
-    """kernel.cu of every env compiled once: {env: path of the .o}."""
+def objects(request, tmp_path_factory):
+    """kernel.cu of every selected env compiled once, all at a time:
+    {env: (returncode, stderr, path of the .o)}."""
     out = tmp_path_factory.mktemp("kernels")
     procs = {}
-    for name in ENVS:
+    for name in selected_envs(request):
         cmd = [NVCC, "-c", *FLAGS, "-Xcompiler", "-fPIC", f"-I{ENVS_DIR}",
                str(ENVS_DIR / name / "kernel.cu"), "-o", str(out / f"{name}.o")]
         procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -64,23 +80,43 @@ def test_kernel_compiles_with_nvcc(name, objects):
     assert obj.stat().st_size > 0
 
 
-@needs_nvcc
-@pytest.mark.parametrize("name", ["cartpole", "drive", "explorer_pointgoal"])
-def test_extension_links_and_matches_cython_layout(name, objects, tmp_path):
-    """The extension built from the loader's sources imports without a GPU
-    and agrees with the Cython build on struct and asset sizes."""
+def module_name(name):
+    return f"shoal_{name}_kernel_citest"
+
+
+@pytest.fixture(scope="module")
+def bindings(request, tmp_path_factory):
+    """shoal_kernel_binding.cpp compiled once per selected env, as many at a
+    time as there are cores: {env: (returncode, stderr, path of the .o)}."""
     torch_ext = pytest.importorskip("torch.utils.cpp_extension")
     if shutil.which("c++") is None:
         pytest.skip("no C++ compiler (c++) on PATH")
+    out = tmp_path_factory.mktemp("bindings")
+    includes = [f"-I{p}" for p in torch_ext.include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
+
+    def compile_one(name):
+        obj = out / f"{name}_binding.o"
+        p = subprocess.run(["c++", "-c", "-O1", "-fPIC", "-std=c++17", f"-DSHOAL_KERNEL_ENV={name}",
+                            f"-DTORCH_EXTENSION_NAME={module_name(name)}", *includes,
+                            str(ENVS_DIR / "shoal_kernel_binding.cpp"), "-o", str(obj)],
+                           capture_output=True, text=True, timeout=600)
+        return p.returncode, p.stderr, obj
+
+    names = selected_envs(request)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return dict(zip(names, pool.map(compile_one, names)))
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", ENVS)   # every header env, as above
+def test_extension_links_and_matches_cython_layout(name, objects, bindings, tmp_path):
+    """The extension built from the loader's sources imports without a GPU
+    and agrees with the Cython build on struct and asset sizes."""
     code, err, obj = objects[name]
     assert code == 0, err
-    module = f"shoal_{name}_kernel_citest"
-    binding_o = tmp_path / "binding.o"
-    includes = [f"-I{p}" for p in torch_ext.include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
-    subprocess.run(["c++", "-c", "-O1", "-fPIC", "-std=c++17", f"-DSHOAL_KERNEL_ENV={name}",
-                    f"-DTORCH_EXTENSION_NAME={module}", *includes,
-                    str(ENVS_DIR / "shoal_kernel_binding.cpp"), "-o", str(binding_o)],
-                   check=True, capture_output=True, text=True, timeout=600)
+    code, err, binding_o = bindings[name]
+    assert code == 0, f"c++ failed on envs/shoal_kernel_binding.cpp for {name}:\n{err}"
+    module = module_name(name)
     so = tmp_path / (module + sysconfig.get_config_var("EXT_SUFFIX"))
     subprocess.run([NVCC, "-shared", str(obj), str(binding_o), "-o", str(so)],
                    check=True, capture_output=True, text=True, timeout=600)

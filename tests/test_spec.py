@@ -31,6 +31,7 @@ def per_element(bound, spec):
 
 def test_every_header_env_folder_is_found():
     assert {"cartpole", "corridor", "drive", "explorer", "explorer_pointgoal", "snake"} <= set(HEADER_ENVS)
+    assert set(EXPECTED) <= set(HEADER_ENVS), "EXPECTED names a folder that is not a header env"
 
 
 @pytest.mark.parametrize("folder", HEADER_ENVS)
@@ -56,9 +57,13 @@ def test_a_header_spec_is_what_its_header_says(folder):
 
 # What the headers say, written out once more here so that a slip in the
 # export path (envs/vec_binding.pxi) shows: (low, high) per element where
-# they vary, nvec, step limit.
+# they vary, nvec, step limit. Every header env has an entry: a new env
+# declares its values here (test_the_exports_are_the_headers_values fails
+# without one, saying so).
 EXPLORER_LOW = np.r_[np.zeros(64), -0.5, -1.0, 0.0, 0.0]
+CARTPOLE_HIGH = np.array([4.8, np.inf, 2 * 12 * 2 * np.pi / 360, np.inf], np.float32)  # gymnasium's
 EXPECTED = {
+    "cartpole": (-CARTPOLE_HIGH, CARTPOLE_HIGH, (2,), 500),
     "corridor": (0.0, 1.0, (2,), 64),
     "snake": (0, 6, (4,), 1000),
     "drive": (-1.0, 1.0, (35,), 200),
@@ -67,8 +72,12 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("folder", sorted(EXPECTED))
+@pytest.mark.parametrize("folder", HEADER_ENVS)
 def test_the_exports_are_the_headers_values(folder):
+    assert folder in EXPECTED, (
+        f"envs/{folder}/ has no expected values in tests/test_spec.py's EXPECTED: add "
+        f"\"{folder}\": (obs_low, obs_high, action nvec, max_episode_steps) as {folder}.h defines "
+        f"them, e.g. \"{folder}\": (0.0, 1.0, (3,), 100)")
     spec, binding = header_env(folder)
     low, high, nvec, steps = EXPECTED[folder]
     np.testing.assert_array_equal(per_element(binding.OBS_LOW, spec), per_element(low, spec))
