@@ -148,7 +148,8 @@ def header(cores: int, envpool_ver: str | None, s: Settings) -> list[str]:
     import shoal
 
     return [
-        f"# shoal benchmark: {ENV} steps/s",
+        f"# shoal benchmark: {ENV} steps/s" if main_sweep(s) else
+        f"# shoal benchmark: {', '.join(c for c in SECTIONS if c in s.contenders)} steps/s",
         "",
         f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- {cpu_line(cores)} (os.cpu_count() = {os.cpu_count()})",
