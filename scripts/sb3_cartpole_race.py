@@ -113,12 +113,14 @@ def race(kind: str, seed: int, args) -> dict:
     t0 = time.perf_counter()
     env = VecMonitor(make_vec_env(kind, ZOO_N_ENVS))
     eval_env = VecMonitor(make_vec_env(kind, args.eval_envs))
-    eval_env.seed(seed + 1000)
     model = PPO("MlpPolicy", env, seed=seed, device="cpu", **zoo_cartpole_ppo())
     # Every env answers before the clock starts (SubprocVecEnv's constructor
-    # waits for its first process only); learn() seeds and resets again.
+    # waits for its first process only); then the seeds again, so that
+    # learn()'s first reset and the first evaluation's apply them.
     env.reset()
     eval_env.reset()
+    env.seed(seed)
+    eval_env.seed(seed + 1000)
     setup_s = time.perf_counter() - t0
     callback = SolveCallback(eval_env, args.eval_every, args.eval_episodes, args.target)
     t1 = time.perf_counter()

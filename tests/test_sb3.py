@@ -135,9 +135,10 @@ def test_sb3_ppo_with_rl_zoo_hyperparameters_solves_cartpole():
     n_steps 32, batch 256, gae_lambda 0.8, gamma 0.98, 20 epochs, ent_coef 0,
     learning rate and clip range linear from 1e-3 and 0.2, budget 1e5 steps)
     on ShoalVecEnv reaches a deterministic mean return >= 475 over 10
-    episodes. Evaluated every 4096 steps; stops once solved (seed 0: ~25k
-    steps, 10-20 s on 2 cores; seeds 0-5 all solve, by 12k-25k steps:
-    scripts/sb3_cartpole_race.py)."""
+    episodes. Evaluated every 4096 steps; stops once solved (seed 0: 24576
+    steps, 10-35 s on the loaded 2-core VM; with this procedure seeds 0-4
+    all solve, by 12k-25k steps: scripts/sb3_cartpole_race.py,
+    docs/results.md)."""
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
