@@ -71,7 +71,51 @@ def sb3_dones_and_infos(terminated, truncated, info: dict) -> tuple[np.ndarray, 
     return dones, infos
 
 
-class ShoalVecEnv(VecEnv):
+class _SameStepVecEnv(VecEnv):
+    """SB3's reset / step_async / step_wait over a vector env that autoresets
+    in SAME_STEP mode; a subclass says how to reset and step it and
+    whether its obs must be copied (views of the pool's buffer are)."""
+
+    copy_obs = False
+    _actions = None
+
+    def _reset_vector(self, seeds: list):
+        """Reset with SB3's per-env seeds (None where unseeded): the obs."""
+        raise NotImplementedError
+
+    def _step_vector(self, actions: np.ndarray) -> tuple:
+        """(obs, rewards, terminated, truncated, info) of one step."""
+        raise NotImplementedError
+
+    def reset(self):
+        """Reset every env (seeds from `seed()` apply once) and return the obs."""
+        obs = self._reset_vector(self._seeds)
+        self._reset_seeds()
+        self._reset_options()
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        return obs.copy() if self.copy_obs else obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = actions
+
+    def step_wait(self):
+        """Step every env with the actions of step_async: (obs, rewards, dones, infos)."""
+        if self._actions is None:
+            raise RuntimeError("step_wait() without step_async()")
+        actions, self._actions = self._actions, None
+        obs, rewards, terminated, truncated, info = self._step_vector(np.asarray(actions))
+        dones, infos = sb3_dones_and_infos(terminated, truncated, info)
+        # rewards: always a fresh array (VecNormalize keeps the last step's)
+        return (obs.copy() if self.copy_obs else obs), np.array(rewards, dtype=np.float32), dones, infos
+
+    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
+        return [False] * len(self._get_indices(indices))
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        return [None] * self.num_envs
+
+
+class ShoalVecEnv(_SameStepVecEnv):
     """A first-party shoal env pool as an SB3 `VecEnv` (one SB3 env per agent row).
 
     Args:
@@ -90,37 +134,22 @@ class ShoalVecEnv(VecEnv):
         self.pool = shoal.make(env, num_envs, autoreset_mode="same_step", seed=seed, **pool_kwargs)
         self.env_spec = self.pool.spec                       # shoal's EnvSpec
         self.spec = gymnasium.spec(gym_id(self.env_spec.name))  # gymnasium's, as SB3's wrappers expect
-        self._actions = None
         super().__init__(self.pool.num_rows, self.pool.single_observation_space,
                          self.pool.single_action_space)
 
-    # ---- the VecEnv protocol --------------------------------------------------
-    def reset(self):
-        """Reset every env (seeds from `seed()` apply once) and return the obs (a copy)."""
-        seeds = self._seeds
+    copy_obs = True  # the pool's obs are views of its shared buffer, rewritten next step
+
+    def _reset_vector(self, seeds: list):
         if any(s is not None for s in seeds):
             # SB3 seeds per row; shoal per env: env i takes its first row's
             # seed (single-agent: exactly SB3's seed + i; None: RNG goes on).
             seed = [seeds[i * self.env_spec.agents] for i in range(self.pool.num_envs)]
         else:
             seed = None
-        obs, _ = self.pool.reset(seed=seed)
-        self._reset_seeds()
-        self._reset_options()
-        self.reset_infos = [{} for _ in range(self.num_envs)]
-        return obs.copy()
+        return self.pool.reset(seed=seed)[0]
 
-    def step_async(self, actions: np.ndarray) -> None:
-        self._actions = actions
-
-    def step_wait(self):
-        """Step every env with the actions of step_async: (obs, rewards, dones, infos)."""
-        if self._actions is None:
-            raise RuntimeError("step_wait() without step_async()")
-        actions, self._actions = self._actions, None
-        obs, rewards, terminals, truncations, info = self.pool.step(np.asarray(actions))
-        dones, infos = sb3_dones_and_infos(terminals, truncations, info)
-        return obs.copy(), rewards.astype(np.float32), dones, infos
+    def _step_vector(self, actions: np.ndarray) -> tuple:
+        return self.pool.step(actions)
 
     def close(self) -> None:
         self.pool.close()
@@ -143,17 +172,11 @@ class ShoalVecEnv(VecEnv):
     def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list[Any]:
         raise AttributeError(f"shoal envs are C structs, not Python objects: no method {method_name!r}")
 
-    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
-        return [False] * len(self._get_indices(indices))
-
-    def get_images(self) -> Sequence[np.ndarray | None]:
-        return [None] * self.num_envs
-
     def __repr__(self) -> str:
         return f"ShoalVecEnv({self.env_spec.name}, {self.pool.num_envs} envs, {self.num_envs} rows)"
 
 
-class VectorEnvAdapter(VecEnv):
+class VectorEnvAdapter(_SameStepVecEnv):
     """Any gymnasium `VectorEnv` (shoal.pool.AsyncVectorEnv over Python envs,
     gymnasium's own) as an SB3 `VecEnv`.
 
@@ -172,28 +195,14 @@ class VectorEnvAdapter(VecEnv):
             raise ValueError(f"SB3 needs SAME_STEP autoreset; this vector env autoresets {mode}: make it "
                              f"with autoreset_mode='same_step'")
         self.vector_env = vector_env
-        self._actions = None
         super().__init__(vector_env.num_envs, vector_env.single_observation_space,
                          vector_env.single_action_space)
 
-    def reset(self):
-        seeds = self._seeds if any(s is not None for s in self._seeds) else None
-        obs, infos = self.vector_env.reset(seed=seeds)
-        self._reset_seeds()
-        self._reset_options()
-        self.reset_infos = [{} for _ in range(self.num_envs)]
-        return obs
+    def _reset_vector(self, seeds: list):
+        return self.vector_env.reset(seed=seeds if any(s is not None for s in seeds) else None)[0]
 
-    def step_async(self, actions: np.ndarray) -> None:
-        self._actions = actions
-
-    def step_wait(self):
-        if self._actions is None:
-            raise RuntimeError("step_wait() without step_async()")
-        actions, self._actions = self._actions, None
-        obs, rewards, terminated, truncated, info = self.vector_env.step(np.asarray(actions))
-        dones, infos = sb3_dones_and_infos(terminated, truncated, info)
-        return obs, np.asarray(rewards, dtype=np.float32), dones, infos
+    def _step_vector(self, actions: np.ndarray) -> tuple:
+        return self.vector_env.step(actions)
 
     def close(self) -> None:
         self.vector_env.close()
@@ -211,9 +220,3 @@ class VectorEnvAdapter(VecEnv):
 
     def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list[Any]:
         return self._subset(self.vector_env.call(method_name, *method_args, **method_kwargs), indices)
-
-    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
-        return [False] * len(self._get_indices(indices))
-
-    def get_images(self) -> Sequence[np.ndarray | None]:
-        return [None] * self.num_envs

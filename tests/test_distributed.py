@@ -9,68 +9,26 @@ import signal
 import subprocess
 import sys
 import time
-import types
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from shoal import config, train  # noqa: E402
+from shoal import distributed  # noqa: E402
 from shoal.distributed import Dist  # noqa: E402
 
-T, R = 8, 6  # steps x rows of the whole batch; each of 2 ranks holds R / 2 rows
+# The ranks' code lives in a module of its own: spawned children import it
+# by name (pytest's importlib mode gives test modules names they cannot import).
+from distributed_case import R, _rank_main, fake_rollout, make_data, one_update, update_cfg  # noqa: E402
 
 
-def fake_rollout(rows: slice, data: dict) -> types.SimpleNamespace:
-    """A Rollout's tensors (time-major, T + 1 obs) restricted to `rows`."""
-    ro = types.SimpleNamespace(device=torch.device("cpu"), T=T, R=rows.stop - rows.start, initial_state=None)
-    for k, v in data.items():
-        setattr(ro, k, v[:, rows].clone())
-    return ro
-
-
-def make_data() -> dict:
-    g = torch.Generator().manual_seed(3)
-    return {"obs": torch.randn(T + 1, R, 4, generator=g) * 3 + 1,
-            "actions": torch.randint(0, 2, (T, R, 1), generator=g),
-            "logprobs": -torch.rand(T, R, generator=g),
-            "values": torch.randn(T + 1, R, generator=g),
-            "rewards": torch.randn(T, R, generator=g),
-            "dones": (torch.rand(T + 1, R, generator=g) < 0.2).float(),
-            "masks": torch.ones(T + 1, R)}
-
-
-def one_update(cfg: dict, ro, dist: Dist) -> tuple[dict, dict]:
-    """(gradients, obs statistics) after one ppo_update of a fresh policy on `ro`."""
-    torch.manual_seed(0)
-    policy = train.policy_from_config(train.shoal.env_spec("cartpole"), cfg["policy"])
-    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
-    train.ppo_update(policy, optimizer, ro, cfg, dist)
-    grads = {n: p.grad.clone() for n, p in policy.named_parameters()}
-    return grads, {k: v.clone() for k, v in policy.obs_rms.state_dict().items()}
-
-
-def update_cfg() -> dict:
-    # One minibatch, one epoch: the update is one optimizer step, whose gradients
-    # the ranks' average must equal. norm_adv off: it standardises per minibatch,
-    # which a rank does over its own rows only (as in any data-parallel PPO).
-    return config.load("cartpole", ["--train.num-minibatches", "1", "--train.update-epochs", "1",
-                                    "--train.norm-adv", "false", "--policy.normalize-obs", "true"])
-
-
-def _rank_main(rank: int, init_file: str, out: str) -> None:
-    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
-    dist = Dist(rank=rank, world_size=2, local_rank=rank, local_world_size=2, backend="gloo")
-    half = R // 2
-    grads, rms = one_update(update_cfg(), fake_rollout(slice(rank * half, (rank + 1) * half), make_data()), dist)
-    torch.save({"grads": grads, "rms": rms}, os.path.join(out, f"rank{rank}.pt"))
-    dist.close()
-
-
-def test_two_ranks_average_to_the_single_process_gradient(tmp_path):
+@pytest.mark.parametrize("gather_max", [distributed.GATHER_SUM_MAX_FLOATS, 0], ids=["all_gather", "all_reduce"])
+def test_two_ranks_average_to_the_single_process_gradient(tmp_path, gather_max):
     """One update on 2 ranks holding half the rows each gives the gradients
-    (after averaging) and obs statistics of one process holding all rows."""
-    torch.multiprocessing.spawn(_rank_main, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2)
+    (after averaging) and obs statistics of one process holding all rows,
+    whichever collective sums them."""
+    torch.multiprocessing.spawn(_rank_main, args=(str(tmp_path / "init"), str(tmp_path), gather_max), nprocs=2)
     grads, rms = one_update(update_cfg(), fake_rollout(slice(0, R), make_data()), Dist.single())
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     for r in ranks:

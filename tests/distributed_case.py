@@ -1,0 +1,61 @@
+"""The exact-math case of tests/test_distributed.py: one PPO update of a
+fresh CartPole policy on fake rollout rows, on 2 gloo ranks holding half the
+rows each or in one process holding them all. A module of its own so that
+torch.multiprocessing.spawn's children can import _rank_main by name."""
+import os
+import types
+
+import torch
+
+from shoal import config, train
+from shoal import distributed
+from shoal.distributed import Dist
+
+T, R = 8, 6  # steps x rows of the whole batch; each of 2 ranks holds R / 2 rows
+
+
+def fake_rollout(rows: slice, data: dict) -> types.SimpleNamespace:
+    """A Rollout's tensors (time-major, T + 1 obs) restricted to `rows`."""
+    ro = types.SimpleNamespace(device=torch.device("cpu"), T=T, R=rows.stop - rows.start, initial_state=None)
+    for k, v in data.items():
+        setattr(ro, k, v[:, rows].clone())
+    return ro
+
+
+def make_data() -> dict:
+    g = torch.Generator().manual_seed(3)
+    return {"obs": torch.randn(T + 1, R, 4, generator=g) * 3 + 1,
+            "actions": torch.randint(0, 2, (T, R, 1), generator=g),
+            "logprobs": -torch.rand(T, R, generator=g),
+            "values": torch.randn(T + 1, R, generator=g),
+            "rewards": torch.randn(T, R, generator=g),
+            "dones": (torch.rand(T + 1, R, generator=g) < 0.2).float(),
+            "masks": torch.ones(T + 1, R)}
+
+
+def one_update(cfg: dict, ro, dist: Dist) -> tuple[dict, dict]:
+    """(gradients, obs statistics) after one ppo_update of a fresh policy on `ro`."""
+    torch.manual_seed(0)
+    policy = train.policy_from_config(train.shoal.env_spec("cartpole"), cfg["policy"])
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    train.ppo_update(policy, optimizer, ro, cfg, dist)
+    grads = {n: p.grad.clone() for n, p in policy.named_parameters()}
+    return grads, {k: v.clone() for k, v in policy.obs_rms.state_dict().items()}
+
+
+def update_cfg() -> dict:
+    # One minibatch, one epoch: the update is one optimizer step, whose gradients
+    # the ranks' average must equal. norm_adv off: it standardises per minibatch,
+    # which a rank does over its own rows only (as in any data-parallel PPO).
+    return config.load("cartpole", ["--train.num-minibatches", "1", "--train.update-epochs", "1",
+                                    "--train.norm-adv", "false", "--policy.normalize-obs", "true"])
+
+
+def _rank_main(rank: int, init_file: str, out: str, gather_max: int) -> None:
+    distributed.GATHER_SUM_MAX_FLOATS = gather_max  # 0: every sum by all-reduce
+    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    dist = Dist(rank=rank, world_size=2, local_rank=rank, local_world_size=2, backend="gloo")
+    half = R // 2
+    grads, rms = one_update(update_cfg(), fake_rollout(slice(rank * half, (rank + 1) * half), make_data()), dist)
+    torch.save({"grads": grads, "rms": rms}, os.path.join(out, f"rank{rank}.pt"))
+    dist.close()
