@@ -53,11 +53,33 @@ def test_equals_dummy_vec_env_step_by_step(name, num_envs):
 
 
 def test_returned_arrays_are_the_callers():
-    env = ShoalVecEnv("CartPole", 4, seed=0, backend="serial")
+    env = ShoalVecEnv("Snake", 2, seed=0, backend="serial")   # rewards that vary step to step
     obs = env.reset()
     kept = obs.copy()
-    env.step(np.ones(4, np.int64))
+    rng = np.random.default_rng(0)
+    before = None
+    for _ in range(60):
+        obs2, rewards, _, _ = env.step(rng.integers(0, 4, env.num_envs))
+        if before is not None:  # last step's rewards (VecNormalize keeps them) still as returned
+            np.testing.assert_array_equal(before[0], before[1])
+        before = (rewards, rewards.copy())
     np.testing.assert_array_equal(obs, kept)   # not a view the next step overwrites
+    env.close()
+
+
+def test_a2c_under_vec_normalize():
+    """SB3's VecNormalize over the adapter: A2C learns, and the raw rewards
+    VecNormalize keeps are the env's (get_original_reward)."""
+    from stable_baselines3 import A2C
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = VecNormalize(ShoalVecEnv("CartPole", 4, seed=0, backend="serial"))
+    model = A2C("MlpPolicy", env, n_steps=8, seed=0, device="cpu")
+    model.learn(256)
+    assert model.num_timesteps >= 256 and env.obs_rms.count > 256
+    env.reset()
+    env.step(np.zeros(4, np.int64))
+    np.testing.assert_array_equal(env.get_original_reward(), np.ones(4, np.float32))  # CartPole: +1 a step
     env.close()
 
 
