@@ -60,8 +60,10 @@ def torchrun(nproc: int, *args: str) -> list[str]:
             "-m", "shoal", *args]
 
 
-def run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+def run(cmd: list[str], cwd, timeout: float = 240) -> subprocess.CompletedProcess:
+    """cmd run in `cwd` (a test's tmp_path: never the checkout's root, where
+    `python -m shoal` would import the source folder instead of the installed package)."""
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def failure(p: subprocess.CompletedProcess) -> str:
@@ -76,7 +78,7 @@ def test_torchrun_two_ranks_train_cartpole_to_its_target(tmp_path):
     >= 475 in shoal eval and resumes in a single-process run."""
     runs = tmp_path / "runs"
     p = run(shoal_cmd("train", "cartpole", "--nproc", "2", "--train.run-dir", str(runs),
-                      "--train.dashboard", "plain", "--train.max-train-seconds", "60"))
+                      "--train.dashboard", "plain", "--train.max-train-seconds", "60"), tmp_path)
     assert p.returncode == 0, failure(p)
     assert "reached the target return" in p.stdout, p.stdout
     assert p.stdout.count("trained ") == 1  # rank 0 reports, rank 1 stays quiet
@@ -88,7 +90,7 @@ def test_torchrun_two_ranks_train_cartpole_to_its_target(tmp_path):
         rows = list(csv.DictReader(f))
     assert rows[-1]["world_size"] == "2"
     ckpt = run_dir / "checkpoint.pt"
-    e = run(shoal_cmd("eval", "cartpole", "--checkpoint", str(ckpt), "--episodes", "16"))
+    e = run(shoal_cmd("eval", "cartpole", "--checkpoint", str(ckpt), "--episodes", "16"), tmp_path)
     assert e.returncode == 0, e.stderr
     mean = float(e.stdout.split("mean return")[1].split()[0])
     assert mean >= 475, e.stdout
@@ -110,7 +112,7 @@ def test_single_process_checkpoint_resumes_on_two_ranks(tmp_path):
     target = first["global_step"] + 4096
     p = run(torchrun(2, "train", "cartpole", "--resume", first["checkpoint"], "--run-dir", str(tmp_path / "run"),
                      "--train.total-timesteps", str(target), "--train.dashboard", "none",
-                     "--train.eval-interval", "0", "--train.eval-episodes", "4"))
+                     "--train.eval-interval", "0", "--train.eval-episodes", "4"), tmp_path)
     assert p.returncode == 0, failure(p)
     progress = torch.load(first["checkpoint"], weights_only=False)["progress"]
     assert progress["global_step"] >= target
@@ -139,7 +141,7 @@ def test_a_killed_rank_ends_the_job_naming_it_and_leaves_no_process(tmp_path):
                    "--vec.num-envs", "64", "--train.max-train-seconds", "0", "--train.total-timesteps", "100_000_000",
                    "--train.target-return", "0", "--train.eval-interval", "0", "--train.dashboard", "none")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True, cwd=tmp_path)
     try:
         pids, lines = {}, []
         deadline = time.monotonic() + 120

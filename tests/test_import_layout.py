@@ -68,7 +68,8 @@ def test_a_clone_root_on_sys_path_is_not_mixed_in_silently(tmp_path):
     import warns naming both; with a wheel installed, shoal.envs is not found
     and the error says to install the clone."""
     clone = tmp_path / "clone"
-    shutil.copytree(SHOAL_DIR, clone / "shoal", ignore=shutil.ignore_patterns("__pycache__"))
+    # shoal/ as a checkout has it: an installed wheel's shoal/ also holds envs/ and pool/
+    shutil.copytree(SHOAL_DIR, clone / "shoal", ignore=shutil.ignore_patterns("__pycache__", "envs", "pool"))
     envs_dir = Path(shoal.envs.__file__).parent
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-c", "import shoal"], capture_output=True, text=True,
