@@ -50,6 +50,16 @@ def test_world_split_is_checked_before_any_rank_waits():
     assert local == 32 and workers >= 2 and workers % 2 == 0   # whole batches, each with its workers
 
 
+def test_nproc_misuse_is_a_clear_error(capsys, monkeypatch):
+    from shoal import cli
+
+    assert cli.main(["train", "cartpole", "--nproc", "0"]) == 2
+    assert "--nproc 0: expected a number of processes >= 1" in capsys.readouterr().err
+    monkeypatch.setenv("WORLD_SIZE", "2")   # already a rank of a torchrun job
+    assert cli.main(["train", "cartpole", "--nproc=2"]) == 2
+    assert "--nproc inside a torchrun job" in capsys.readouterr().err
+
+
 # ---- torchrun end to end ----------------------------------------------------
 def shoal_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "shoal", *args]
