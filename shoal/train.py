@@ -1300,7 +1300,6 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         finally:
             if logger is not None:
                 logger.close()
-            dist.close()
 
     summary.update(progress)
     summary["timers"] = dict(timers.total)
@@ -1311,4 +1310,10 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         final = evaluate(policy, env, tc["eval_episodes"], eval_seed + 1, tc["eval_deterministic"], device,
                          env_kwargs=eval_kwargs)
         summary["eval_return"] = final["mean_return"]
+    if not summary["interrupted"]:
+        # The ranks leave together: one tearing its process group down while
+        # another still holds its end was seen to abort (SIGABRT) in gloo.
+        # After an error or a Ctrl-C there is no such meeting: the process ends.
+        dist.barrier()
+        dist.close()
     return summary
