@@ -1285,6 +1285,8 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
             e.add_note(f"the checkpoint holds the training up to the error: {ckpt_path}")
         else:
             e.add_note(f"in data-parallel rank {dist.rank} of {dist.world_size} (rank 0 writes the checkpoint)")
+        if dist.backend == "gloo":  # gloo's teardown waits on no peer (nccl's may: left to the exit)
+            dist.close()
         raise
     finally:
         # The save first (a broken pool may fail to close), and whole: a second
@@ -1310,10 +1312,12 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         final = evaluate(policy, env, tc["eval_episodes"], eval_seed + 1, tc["eval_deterministic"], device,
                          env_kwargs=eval_kwargs)
         summary["eval_return"] = final["mean_return"]
+    # The process group is destroyed before the interpreter exits (gloo's
+    # threads then abort it: "terminate called without an active exception"),
+    # and on a normal end the ranks leave together, so that none tears its
+    # end down while another still works (seen to abort too). After a Ctrl-C
+    # the ranks are not in step: no meeting.
     if not summary["interrupted"]:
-        # The ranks leave together: one tearing its process group down while
-        # another still holds its end was seen to abort (SIGABRT) in gloo.
-        # After an error or a Ctrl-C there is no such meeting: the process ends.
         dist.barrier()
-        dist.close()
+    dist.close()
     return summary
