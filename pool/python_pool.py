@@ -68,6 +68,7 @@ from shoal.pool.gym_compat import validate_reset_mask
 from shoal.pool.layout import ALIGN, CTRL_BYTES, SharedRegion
 from shoal.pool.native import available_cores, parse_autoreset_mode
 from shoal.pool.spaces import (
+    ObsSplit,
     batch_bytes,
     carve_batch,
     copy_if_fits,
@@ -191,7 +192,10 @@ class _EnvBlock:
         self.rewards, self.terminations, self.truncations = \
             memory.rewards, memory.terminations, memory.truncations
         shared_obs = memory.observations is not None
-        self.write_obs = row_writer(observation_space, memory.observations) if shared_obs else None
+        # a space partly without a fixed layout: its shared part here, the rest by pipe
+        self.split = ObsSplit.of(observation_space) if shared_obs else None
+        self.write_obs = row_writer(self.split.shared if self.split else observation_space,
+                                    memory.observations) if shared_obs else None
         self.read_action = row_reader(memory.action_space, memory.actions) \
             if memory.actions is not None else None
         self.last_obs: list[Any] = [None] * len(envs)  # kept when obs travel by pipe
@@ -199,13 +203,16 @@ class _EnvBlock:
         self.current: int | None = None                # the env being stepped (error reports)
 
     def _store_obs(self, j: int, obs) -> None:
-        if self.write_obs is not None:
+        if self.split is not None:
+            self.write_obs(self.start + j, self.split.shared_part(obs))
+            self.last_obs[j] = self.split.piped_part(obs)
+        elif self.write_obs is not None:
             self.write_obs(self.start + j, obs)
         else:
             self.last_obs[j] = obs
 
     def _obs_reply(self):
-        return None if self.write_obs is not None else list(self.last_obs)
+        return None if self.write_obs is not None and self.split is None else list(self.last_obs)
 
     def step(self, actions: list | None = None):
         """Step every env (actions from shared memory unless given); returns a
@@ -459,11 +466,15 @@ class AsyncVectorEnv(VectorEnv):
         dummy_env.close()
         del dummy_env
 
-        # Observations without a fixed layout (Text, Graph, Sequence, OneOf, or
-        # a Dict / Tuple holding one) travel pickled over the pipes, as with
-        # shared_memory=False, instead of failing as gymnasium's does.
-        self._obs_by_pipe = not (shared_memory and is_shareable(self.single_observation_space))
-        if self._obs_by_pipe and shared_memory and not _dynamic_builtin(self.single_observation_space):
+        # Observations without a fixed layout (Text, Graph, Sequence, OneOf)
+        # travel pickled over the pipes instead of failing as gymnasium's do:
+        # in a Dict / Tuple mixing them with fixed-layout entries only those
+        # entries (_obs_split: the rest stays in shared memory), else the
+        # whole observation, as with shared_memory=False.
+        space = self.single_observation_space
+        self._obs_split = ObsSplit.of(space) if shared_memory else None
+        self._obs_by_pipe = not (shared_memory and is_shareable(space)) and self._obs_split is None
+        if shared_memory and not is_shareable(space) and not _dynamic_builtin(space):
             # a space of the user's own: gymnasium's error, not a silent fallback
             raise ValueError("Using `AsyncVector(..., shared_memory=True)` caused an error, you can "
                              "disable this feature with `shared_memory=False` however this is slower.") \
@@ -480,9 +491,12 @@ class AsyncVectorEnv(VectorEnv):
 
         self._memory = _SharedMemory(
             self.num_envs, self.num_workers,
-            None if self._obs_by_pipe else self.single_observation_space,
+            None if self._obs_by_pipe else self._obs_split.shared if self._obs_split else space,
             self.single_action_space if is_shareable(self.single_action_space) else None)
-        if not self._obs_by_pipe:
+        if self._obs_split is not None:
+            self._piped_obs = self._obs_split.empty_piped(self.num_envs)
+            self.observations = self._obs_split.join(self._memory.observations, self._piped_obs)
+        elif not self._obs_by_pipe:
             self.observations = self._memory.observations
         else:
             self.observations = create_empty_array(self.single_observation_space, n=self.num_envs,
@@ -879,9 +893,16 @@ class AsyncVectorEnv(VectorEnv):
         """Infos in env order (as SyncVectorEnv builds them: merged by
         _take_reply as the replies came) and, when obs travel by pipe, the
         observations."""
-        if self._obs_by_pipe and any(replies):
+        if (self._obs_by_pipe or self._obs_split is not None) and any(replies):
             observations = [obs for reply in replies for obs in reply[0]]
-            self.observations = concatenate(self.single_observation_space, observations, self.observations)
+            split = self._obs_split
+            if split is None:
+                self.observations = concatenate(self.single_observation_space, observations, self.observations)
+            else:  # the piped entries only; the others are in shared memory already
+                for k in split.piped_keys:
+                    self._piped_obs[k] = concatenate(split.space[k], [obs[k] for obs in observations],
+                                                     self._piped_obs[k])
+                self.observations = split.join(self._memory.observations, self._piped_obs)
         if self._merge_error is not None:
             error, self._merge_error = self._merge_error, None
             raise error

@@ -146,3 +146,49 @@ def copy_if_fits(space: spaces.Space, batch: Any, values: Any) -> bool:
         return hasattr(values, "keys") and set(values.keys()) == set(space.spaces) and all(
             copy_if_fits(sub, batch[key], values[key]) for key, sub in space.spaces.items())
     return False
+
+
+class ObsSplit:
+    """An observation space of which only some top-level entries have a
+    fixed layout (a Dict or Tuple mixing e.g. a Box with a Text): those
+    travel through shared memory, as `shared` (a Dict / Tuple space of
+    them), the others pickled, as `piped_part(obs)` ({key or index: value}).
+    `join` puts a batch back together in the space's own structure."""
+
+    def __init__(self, space: spaces.Dict | spaces.Tuple):
+        self.space = space
+        items = list(space.spaces.items()) if isinstance(space, spaces.Dict) else list(enumerate(space.spaces))
+        self.keys = [k for k, _ in items]
+        self.shared_keys = [k for k, sub in items if is_shareable(sub)]
+        self.piped_keys = [k for k, sub in items if not is_shareable(sub)]
+        subs = [space[k] for k in self.shared_keys]
+        self.shared = spaces.Dict(dict(zip(self.shared_keys, subs))) if isinstance(space, spaces.Dict) \
+            else spaces.Tuple(subs)
+
+    @classmethod
+    def of(cls, space: spaces.Space) -> "ObsSplit | None":
+        """The split of `space`, or None where there is nothing to split
+        (all of it shareable, or none of its top-level entries)."""
+        if not isinstance(space, (spaces.Dict, spaces.Tuple)) or is_shareable(space):
+            return None
+        subs = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+        return cls(space) if any(is_shareable(sub) for sub in subs) else None
+
+    def shared_part(self, obs) -> Any:
+        if isinstance(self.space, spaces.Dict):
+            return {k: obs[k] for k in self.shared_keys}
+        return tuple(obs[k] for k in self.shared_keys)
+
+    def piped_part(self, obs) -> dict:
+        return {k: obs[k] for k in self.piped_keys}
+
+    def empty_piped(self, n: int) -> dict:
+        """A batch of the piped entries (gymnasium's create_empty_array)."""
+        return {k: create_empty_array(self.space[k], n=n, fn=np.zeros) for k in self.piped_keys}
+
+    def join(self, shared_batch, piped_batch: dict) -> Any:
+        """The whole batch: shared entries (views of shared memory) and piped ones, in the space's order."""
+        if isinstance(self.space, spaces.Dict):
+            return {k: piped_batch[k] if k in piped_batch else shared_batch[k] for k in self.keys}
+        shared = dict(zip(self.shared_keys, shared_batch))
+        return tuple(piped_batch[k] if k in piped_batch else shared[k] for k in self.keys)

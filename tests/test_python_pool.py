@@ -258,6 +258,28 @@ def test_text_observations_travel_pickled_even_with_shared_memory(shared_memory,
                      pool_kwargs={"shared_memory": shared_memory})
 
 
+def test_only_the_entries_without_a_layout_travel_pickled(no_leaks):
+    """In a Dict mixing a Text with a Box, the Box rows stay in shared memory
+    (what step returns with copy=False are views of the pool's region); the
+    Text goes by pipe, and a Tuple splits the same way."""
+    pool = AsyncVectorEnv([TextEnv] * 3, copy=False, num_workers=2)
+    try:
+        obs, _ = pool.reset(seed=0)
+        obs, *_ = pool.step(np.zeros(3, np.int64))
+        region = pool._memory.observations
+        assert set(region) == {"x"} and np.shares_memory(obs["x"], region["x"])
+        assert isinstance(obs["text"], tuple) and all(isinstance(t, str) for t in obs["text"])
+    finally:
+        pool.close()
+    from shoal.pool.spaces import ObsSplit
+    split = ObsSplit.of(spaces.Tuple((spaces.Text(4), spaces.Box(0, 1, (2,)), spaces.Discrete(3))))
+    assert split.shared_keys == [1, 2] and split.piped_keys == [0]
+    joined = split.join((np.zeros((2, 2)), np.ones(2)), {0: ("ab", "c")})
+    assert joined[0] == ("ab", "c") and joined[1].shape == (2, 2) and joined[2][0] == 1
+    assert ObsSplit.of(spaces.Dict({"t": spaces.Text(3)})) is None       # nothing to share: all by pipe
+    assert ObsSplit.of(spaces.Dict({"b": spaces.Box(0, 1, (1,))})) is None  # all shared
+
+
 class GraphEnv(gymnasium.Env):
     """Graph observations: a namedtuple (GraphInstance) per env."""
 
