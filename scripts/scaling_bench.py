@@ -50,34 +50,39 @@ def run_once(env: str, ranks: int, flags: list[str]) -> dict:
     return {"sps": steps / seconds, "solved": float(solved.group(1)) if solved else None}
 
 
-ALLREDUCE_PROBE = """
+COLLECTIVE_PROBE = """
 import time, torch, torch.distributed as d
 d.init_process_group("gloo")
+world = d.get_world_size()
 for n in ({sizes}):
     x = torch.zeros(n)
-    for _ in range(20):
-        d.all_reduce(x)
-    d.barrier()
-    t = time.perf_counter()
-    for _ in range(300):
-        d.all_reduce(x)
-    if d.get_rank() == 0:
-        print(f"allreduce {{n}} {{(time.perf_counter() - t) / 300 * 1e6:.0f}}")
+    gathered = list(torch.zeros(world, n).unbind(0))
+    for name, op in (("all_reduce", lambda: d.all_reduce(x)), ("all_gather", lambda: d.all_gather(gathered, x))):
+        for _ in range(20):
+            op()
+        d.barrier()
+        t = time.perf_counter()
+        for _ in range(300):
+            op()
+        if d.get_rank() == 0:
+            print(f"{{name}} {{n}} {{(time.perf_counter() - t) / 300 * 1e6:.0f}}")
 d.destroy_process_group()
 """
 
 
-def allreduce_latency(ranks: int, sizes: list[int]) -> dict[int, float]:
-    """Microseconds per gloo all-reduce of `size` float32s between `ranks`
-    local processes, back to back (the floor of the trainer's per-minibatch cost)."""
+def collective_latency(ranks: int, sizes: list[int]) -> dict[tuple[str, int], float]:
+    """Microseconds per gloo all-reduce and all-gather of `size` float32s
+    between `ranks` local processes, back to back, 300 calls each (the floor
+    of the trainer's per-minibatch cost; shoal.distributed sums small
+    tensors by all-gather)."""
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(ALLREDUCE_PROBE.format(sizes=", ".join(map(str, sizes))))
+        f.write(COLLECTIVE_PROBE.format(sizes=", ".join(map(str, sizes))))
     try:
         p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                             f"--nproc-per-node={ranks}", f.name], capture_output=True, text=True, timeout=300)
     finally:
         os.unlink(f.name)
-    return {int(n): float(us) for n, us in re.findall(r"allreduce (\d+) (\d+)", p.stdout)}
+    return {(op, int(n)): float(us) for op, n, us in re.findall(r"(all_reduce|all_gather) (\d+) (\d+)", p.stdout)}
 
 
 def main(argv=None) -> int:
@@ -86,9 +91,10 @@ def main(argv=None) -> int:
     p.add_argument("--ranks", nargs="+", type=int, default=[1, 2])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--target", action="store_true", help="also time to target (envs whose config has one)")
+    p.add_argument("--probe-only", action="store_true", help="only the gloo collective latencies")
     args = p.parse_args(argv)
     print(f"# {os.uname().nodename}, {os.cpu_count()} cores; load before: {os.getloadavg()[0]:.2f}")
-    for env in args.envs:
+    for env in [] if args.probe_only else args.envs:
         sps = {n: [] for n in args.ranks}
         solved = {n: [] for n in args.ranks}
         for r in range(args.rounds):
@@ -112,9 +118,9 @@ def main(argv=None) -> int:
     for n in args.ranks:
         if n > 1:
             # the gradient sizes of CartPole's and Snake's default policies
-            lat = allreduce_latency(n, [4_675, 125_701])
-            print(f"\ngloo all-reduce between {n} local ranks, back to back: "
-                  + ", ".join(f"{size:,} floats {us:.0f} us" for size, us in lat.items()))
+            lat = collective_latency(n, [4_675, 125_701])
+            print(f"\ngloo collectives between {n} local ranks, back to back: "
+                  + ", ".join(f"{op} {size:,} floats {us:.0f} us" for (op, size), us in lat.items()))
     print(f"# load after: {os.getloadavg()[0]:.2f}")
     return 0
 

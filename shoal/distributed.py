@@ -76,10 +76,6 @@ class Dist:
         """Rank 0: the one that writes the run folder, logs and checkpoints."""
         return self.rank == 0
 
-    def cores_per_rank(self) -> int:
-        """This node's cores shared evenly among its ranks (at least 1)."""
-        return max(1, usable_cores() // self.local_world_size)
-
     # ---- collectives: the identity for a single process ----
     def average_gradients(self, params) -> None:
         """Replace each parameter's gradient by its mean over the ranks:

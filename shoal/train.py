@@ -1134,7 +1134,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     if tc["torch_threads"] > 0:
         torch.set_num_threads(tc["torch_threads"])
     elif dist.enabled:  # torch's default is every core: ranks would fight over them
-        torch.set_num_threads(dist.cores_per_rank())
+        torch.set_num_threads(distributed.planned_cores_per_rank())
     seed = tc["seed"]
     np.random.seed(seed)
     torch.manual_seed(seed)
