@@ -275,8 +275,6 @@ class NativeVectorEnv(VectorEnv):
         """SyncVectorEnv's SAME_STEP infos (its `_add_info` of {"final_obs",
         "final_info"}), for a step where some env ended."""
         rows = np.flatnonzero(ended)
-        if not rows.size:
-            return {}
         objects = np.empty(self.num_envs, dtype=object)  # None where no episode ended
         # One copy of the ended rows (the pool's are overwritten next step);
         # each env's final obs is its row of that copy.
