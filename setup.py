@@ -29,7 +29,10 @@ PACKAGE_DIR = {
     **{f"shoal.envs.{name}": f"envs/{name}" for name in ENVS + LIBRARY_ENVS},
 }
 
-C_FLAGS = ["-O3", "-fno-strict-aliasing", "-Wno-unused-function"]
+# -ffp-contract=off: a product and a sum stay two roundings even where a
+# packager targets FMA hardware (the Atari resize must equal OpenCV bit for bit);
+# -fno-math-errno lets lrintf / sqrtf inline (no errno, same results).
+C_FLAGS = ["-O3", "-fno-strict-aliasing", "-Wno-unused-function", "-ffp-contract=off", "-fno-math-errno"]
 
 extensions = [
     Extension(

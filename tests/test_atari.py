@@ -345,13 +345,21 @@ except ImportError as e:
 
 def test_area_resize_equals_opencv_byte_for_byte():
     """The binding's INTER_AREA resize (tables built once per env) against
-    cv2.resize on random and flat-coloured screens, gray and RGB, several sizes."""
+    cv2.resize on random and flat-coloured screens, gray and RGB, several sizes:
+    2, 3 and 4 x taps per pixel, and whole-number scales (left to OpenCV)."""
     cv2 = pytest.importorskip("cv2")
-    from shoal.envs.atari.binding import resize_area
+    from shoal.envs.atari.binding import AreaResize, resize_area
 
     rng = np.random.default_rng(0)
-    cases = [((210, 160), (84, 84)), ((210, 160, 3), (72, 96)), ((210, 160), (64, 48)), ((250, 160), (84, 84))]
-    for t in range(80):
+    cases = [((210, 160), (84, 84)), ((210, 160, 3), (72, 96)), ((210, 160), (64, 48)), ((250, 160), (84, 84)),
+             ((210, 160), (150, 128)), ((210, 160), (31, 20)), ((210, 160), (105, 80)), ((210, 160, 3), (70, 40)),
+             ((210, 160), (84, 200))]
+    # x taps per pixel: 2, 3, 4 (the one-pass cases) and 8 (the general loop)
+    assert [AreaResize(210, 160, h, w).x_src.shape[0] for h, w in ((150, 128), (84, 84), (64, 48), (31, 20))] \
+        == [2, 3, 4, 8]
+    assert AreaResize(210, 160, 105, 80).by_opencv is cv2 and AreaResize(210, 160, 84, 200).by_opencv is cv2
+    assert AreaResize(210, 160, 84, 84).by_opencv is None
+    for t in range(160):
         shape, (h, w) = cases[t % len(cases)]
         screen = (rng.integers(0, 256, shape) if t % 3 else rng.integers(0, 5, shape) * 63).astype(np.uint8)
         np.testing.assert_array_equal(resize_area(screen, h, w),

@@ -26,7 +26,6 @@ reports as a dead worker (WorkerError) and closes.
 
 cimport cython
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
-from libc.math cimport lrintf
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memmove
 from posix.unistd cimport _exit
@@ -163,10 +162,28 @@ def _new_emulator(ale_py, kwargs: dict):
 # ---- the resize: OpenCV's INTER_AREA, float for float ----------------------------
 # cv2.resize(INTER_AREA) for a non-integer downscale (210x160 -> 84x84) costs
 # ~66 us a frame, a fifth of a Pong step's emulation, in a general loop that
-# rebuilds its tables every call. Below is the same algorithm (OpenCV's
-# computeResizeAreaTab + ResizeArea_Invoker for uint8: float weights, float
-# row sums, cvRound) with the tables built once per env: identical bytes
-# (tests/test_atari.py compares it with cv2.resize) for a fraction of the time.
+# rebuilds its tables every call. area_resize.h runs the same algorithm
+# (OpenCV's computeResizeAreaTab + ResizeArea_Invoker for uint8: float
+# weights, float row sums, cvRound) on tables built here once per env:
+# identical bytes (tests/test_atari.py compares it with cv2.resize).
+
+cdef extern from "atari/area_resize.h":
+    ctypedef struct area_plan:
+        int width
+        int x_slots
+        const int32_t* x_src
+        const float* x_weight
+        int y_taps
+        const int32_t* y_dst
+        const int32_t* y_src
+        const float* y_weight
+        int src_width
+        float* pixels
+        float* row
+        float* sum
+    void area_resize_c "area_resize"(const area_plan* plan, const uint8_t* src, int64_t src_stride,
+                                     uint8_t* dst) noexcept nogil
+
 
 def area_taps(int src_size, int dst_size, int channels):
     """OpenCV's computeResizeAreaTab: per destination pixel, the source pixels
@@ -192,59 +209,108 @@ def area_taps(int src_size, int dst_size, int channels):
             np.asarray(alpha, np.float64).astype(np.float32))
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-cdef void area_resize(const uint8_t* src, Py_ssize_t src_row, uint8_t* dst, Py_ssize_t width,
-                      const int32_t[::1] xdi, const int32_t[::1] xsi, const float[::1] xalpha,
-                      const int32_t[::1] ydi, const int32_t[::1] ysi, const float[::1] yalpha,
-                      int channels, float* buf, float* total) noexcept nogil:
-    """dst (rows of `width` = dst width x channels bytes) = the INTER_AREA
-    resize of src (rows of src_row bytes), with taps from area_taps (x taps
-    scaled by the channel count, y taps not)."""
-    cdef Py_ssize_t j, k, c, dx, dy, prev = ydi[0]
-    cdef const uint8_t* row
-    cdef float beta
-    cdef long v
-    for dx in range(width):
-        total[dx] = 0
-    for j in range(ydi.shape[0]):
-        beta = yalpha[j]
-        dy = ydi[j]
-        row = src + ysi[j] * src_row
-        for dx in range(width):
-            buf[dx] = 0
-        for k in range(xdi.shape[0]):
-            for c in range(channels):
-                buf[xdi[k] + c] += row[xsi[k] + c] * xalpha[k]
-        if dy != prev:
-            for dx in range(width):
-                v = lrintf(total[dx])
-                dst[prev * width + dx] = 0 if v < 0 else (255 if v > 255 else v)
-                total[dx] = beta * buf[dx]
-            prev = dy
-        else:
-            for dx in range(width):
-                total[dx] += beta * buf[dx]
-    for dx in range(width):
-        v = lrintf(total[dx])
-        dst[prev * width + dx] = 0 if v < 0 else (255 if v > 255 else v)
+cdef class AreaResize:
+    """One INTER_AREA resize, (src_h, src_w[, channels]) -> (dst_h, dst_w[,
+    channels]) uint8, its tables built once (area_plan in area_resize.h).
+
+    Where both scales are whole numbers (210x160 -> 105x80) OpenCV takes
+    another path (block means, with SIMD rounding of its own), and where
+    either side grows it interpolates linearly: those sizes are resized by
+    cv2 itself (`by_opencv`), and need OpenCV installed."""
+
+    cdef area_plan plan
+    cdef readonly object by_opencv          # cv2, for whole-number scales; else None
+    # the arrays the plan points into
+    cdef readonly object x_src, x_weight, y_dst, y_src, y_weight, pixels, row, sum
+    cdef readonly tuple src_shape, dst_shape
+
+    def __init__(self, int src_h, int src_w, int dst_h, int dst_w, int channels=1):
+        if channels not in (1, 3) or min(src_h, src_w, dst_h, dst_w) < 1:
+            raise ValueError(f"expected positive sizes and 1 or 3 channels, got "
+                             f"{(src_h, src_w)} -> {(dst_h, dst_w)} x {channels}")
+        colour = () if channels == 1 else (channels,)
+        self.src_shape = (src_h, src_w) + colour
+        self.dst_shape = (dst_h, dst_w) + colour
+        self.by_opencv = None
+        if (src_h % dst_h == 0 and src_w % dst_w == 0) or dst_h > src_h or dst_w > src_w:
+            try:
+                import cv2
+            except ImportError as e:
+                raise ImportError(
+                    f"an Atari image of {dst_h}x{dst_w} from the {src_h}x{src_w} screen is resized by another "
+                    f"rule of OpenCV's INTER_AREA (a whole-number scale, or an enlargement), which shoal "
+                    f"leaves to OpenCV: pip install opencv-python-headless, or choose a smaller size that "
+                    f"does not divide the screen (84x84 does not)"
+                ) from e
+            self.by_opencv = cv2
+        di, si, alpha = area_taps(src_w, dst_w, 1)
+        # slot s of destination pixel dx: its s-th tap (OpenCV's order), or weight 0
+        counts = np.bincount(di, minlength=dst_w)
+        slots = int(counts.max())
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        x_src = np.zeros((slots, dst_w), np.int32)
+        x_weight = np.zeros((slots, dst_w), np.float32)
+        for s in range(slots):
+            has = counts > s
+            x_src[s, has] = si[first[has] + s]
+            x_weight[s, has] = alpha[first[has] + s]
+            x_src[s, ~has] = x_src[s - 1, ~has] if s else 0   # any pixel in the row: weight 0
+        # per channel: element dx * channels + c reads source element sx * channels + c
+        self.x_src = np.ascontiguousarray(
+            (x_src[:, :, None] * channels + np.arange(channels, dtype=np.int32)).reshape(slots, -1))
+        self.x_weight = np.ascontiguousarray(np.repeat(x_weight, channels, axis=1))
+        self.y_dst, self.y_src, self.y_weight = area_taps(src_h, dst_h, 1)
+        width = dst_w * channels
+        self.pixels = np.zeros(src_w * channels, np.float32)
+        self.row = np.zeros(width, np.float32)
+        self.sum = np.zeros(width, np.float32)
+        cdef int32_t[:, ::1] xs = self.x_src
+        cdef float[:, ::1] xw = self.x_weight
+        cdef int32_t[::1] yd = self.y_dst, ys = self.y_src
+        cdef float[::1] yw = self.y_weight, pixels = self.pixels, row = self.row, total = self.sum
+        self.plan.width = width
+        self.plan.x_slots = slots
+        self.plan.x_src = &xs[0, 0]
+        self.plan.x_weight = &xw[0, 0]
+        self.plan.y_taps = yd.shape[0]
+        self.plan.y_dst = &yd[0]
+        self.plan.y_src = &ys[0]
+        self.plan.y_weight = &yw[0]
+        self.plan.src_width = pixels.shape[0]
+        self.plan.pixels = &pixels[0]
+        self.plan.row = &row[0]
+        self.plan.sum = &total[0]
+
+    cdef void run(self, const uint8_t* src, Py_ssize_t src_stride, uint8_t* dst) noexcept nogil:
+        area_resize_c(&self.plan, src, src_stride, dst)
+
+    def __call__(self, screen, out=None):
+        """screen (src_shape, uint8) resized into out (dst_shape; a new array
+        if None); returns out."""
+        screen = np.ascontiguousarray(screen, dtype=np.uint8)
+        if screen.shape != self.src_shape:
+            raise ValueError(f"expected a screen of shape {self.src_shape}, got {screen.shape}")
+        if out is None:
+            out = np.empty(self.dst_shape, np.uint8)
+        elif out.shape != self.dst_shape or out.dtype != np.uint8 or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a C-contiguous uint8 array of shape {self.dst_shape}")
+        if self.by_opencv is not None:
+            cv2 = self.by_opencv
+            out[...] = cv2.resize(screen, self.dst_shape[1::-1], interpolation=cv2.INTER_AREA)
+            return out
+        cdef const uint8_t[:, ::1] src = screen.reshape(screen.shape[0], -1)
+        cdef uint8_t[:, ::1] dst = out.reshape(out.shape[0], -1)
+        self.run(&src[0, 0], src.shape[1], &dst[0, 0])
+        return out
 
 
 def resize_area(screen, int height, int width):
-    """A uint8 screen (H, W) or (H, W, 3) resized to (height, width) by
-    area_resize: what cv2.resize(screen, (width, height),
-    interpolation=cv2.INTER_AREA) returns, for the tests."""
-    screen = np.ascontiguousarray(screen, dtype=np.uint8)
-    cdef int channels = 1 if screen.ndim == 2 else screen.shape[2]
-    xdi, xsi, xalpha = area_taps(screen.shape[1], width, channels)
-    ydi, ysi, yalpha = area_taps(screen.shape[0], height, 1)
-    out = np.zeros((height, width) + screen.shape[2:], np.uint8)
-    cdef const uint8_t[:, ::1] src = screen.reshape(screen.shape[0], -1)
-    cdef uint8_t[:, ::1] dst = out.reshape(height, -1)
-    cdef float[::1] buf = np.zeros(width * channels, np.float32), total = np.zeros(width * channels, np.float32)
-    area_resize(&src[0, 0], src.shape[1], &dst[0, 0], dst.shape[1], xdi, xsi, xalpha, ydi, ysi, yalpha,
-                channels, &buf[0], &total[0])
-    return out
+    """A uint8 screen (H, W) or (H, W, 3) resized to (height, width): what
+    cv2.resize(screen, (width, height), interpolation=cv2.INTER_AREA)
+    returns, for the tests."""
+    screen = np.asarray(screen)
+    channels = 1 if screen.ndim == 2 else screen.shape[2]
+    return AreaResize(screen.shape[0], screen.shape[1], height, width, channels)(screen)
 
 
 # ---- one env -------------------------------------------------------------------
@@ -263,11 +329,9 @@ cdef class AtariGame:
     cdef object np_random
     cdef object frames                      # [latest frame, the one before]: the max-pool pair
     cdef object maximum
-    cdef int32_t[::1] xdi, xsi, ydi, ysi       # the resize's taps (area_taps)
-    cdef float[::1] xalpha, yalpha
-    cdef float[::1] resize_buf, resize_total   # its scratch rows
+    cdef AreaResize resize                  # the screen -> obs frame resize
     cdef int channels
-    cdef tuple dsize, row_shape
+    cdef tuple row_shape
     cdef object newest                      # numpy view of the obs row's last frame
     cdef uint8_t* row_address               # the obs row `newest` belongs to
     cdef Py_ssize_t frame_bytes, row_bytes
@@ -293,12 +357,9 @@ cdef class AtariGame:
         self.fire_start = binding.fire_start
         self.frames = [np.zeros(binding.screen_shape, np.uint8), np.zeros(binding.screen_shape, np.uint8)]
         self.maximum = np.maximum
-        self.dsize = (kwargs["img_width"], kwargs["img_height"])   # OpenCV's order
         self.channels = 1 if kwargs["gray_scale"] else 3
-        self.xdi, self.xsi, self.xalpha = area_taps(binding.screen_shape[1], kwargs["img_width"], self.channels)
-        self.ydi, self.ysi, self.yalpha = area_taps(binding.screen_shape[0], kwargs["img_height"], 1)
-        self.resize_buf = np.zeros(kwargs["img_width"] * self.channels, np.float32)
-        self.resize_total = np.zeros(kwargs["img_width"] * self.channels, np.float32)
+        self.resize = AreaResize(binding.screen_shape[0], binding.screen_shape[1], kwargs["img_height"],
+                                 kwargs["img_width"], self.channels)
         self.row_shape = tuple(binding.spec.obs_shape)
         self.stack_num = kwargs["stack_num"]
         self.row_bytes = binding.OBS_ELEMENTS
@@ -402,10 +463,11 @@ cdef class AtariGame:
             self.maximum(latest, self.frames[1], out=latest)   # in place, as AtariPreprocessing
         if self.stack_num > 1:
             memmove(obs, obs + self.frame_bytes, (self.stack_num - 1) * self.frame_bytes)
+        if self.resize.by_opencv is not None:
+            self.resize(latest, out=self.newest)
+            return 0
         cdef const uint8_t[:, ::1] screen = latest.reshape(latest.shape[0], -1)
-        area_resize(&screen[0, 0], screen.shape[1], obs + (self.stack_num - 1) * self.frame_bytes,
-                    self.resize_buf.shape[0], self.xdi, self.xsi, self.xalpha, self.ydi, self.ysi,
-                    self.yalpha, self.channels, &self.resize_buf[0], &self.resize_total[0])
+        self.resize.run(&screen[0, 0], screen.shape[1], obs + (self.stack_num - 1) * self.frame_bytes)
         return 0
 
     cdef int write_state(self, atari_state* state) except -1:
