@@ -21,6 +21,10 @@ cdef extern from "shoal_sync.h" nogil:
     uint32_t shoal_next_request(shoal_ctrl* ctrl, uint32_t seen, int64_t yield_ns)
     void shoal_report_done(shoal_ctrl* ctrl, uint32_t request, uint32_t status)
     int shoal_watch_parent(int fd, int pid, int is_parent)
+    ctypedef struct shoal_rank_word:
+        pass
+    void shoal_rank_arrive(shoal_rank_word* words, int rank, uint32_t gen)
+    int shoal_ranks_wait(shoal_rank_word* words, int world, uint32_t gen, int64_t timeout_ns, int64_t yield_ns)
 
 ctypedef struct ctrl_words:  # the fields of shoal_ctrl read from Python
     uint32_t request
@@ -87,6 +91,36 @@ def wait_done(size_t ctrl_address, int first, int count, double timeout_s, doubl
     with nogil:
         busy = shoal_wait_done(<shoal_ctrl*>ctrl_address, first, count, timeout_ns, yield_ns)
     return busy
+
+
+RANK_WORD_BYTES = 64
+
+
+def ranks_meet(size_t words_address, int rank, int world, uint32_t generation, double timeout_s,
+               double yield_s=YIELD_S):
+    """Rank `rank` of `world` (one node, a shared region of RANK_WORD_BYTES
+    per rank at words_address) arrives at `generation` and waits for the
+    others: -1 once all have arrived, else the first rank still missing
+    after timeout_s (GIL released meanwhile). Its writes before the call
+    are visible to every rank after theirs returns -1."""
+    cdef shoal_rank_word* words = <shoal_rank_word*>words_address
+    cdef int64_t timeout_ns = <int64_t>(timeout_s * 1e9)
+    cdef int64_t yield_ns = <int64_t>(yield_s * 1e9)
+    cdef int missing
+    with nogil:
+        shoal_rank_arrive(words, rank, generation)
+        missing = shoal_ranks_wait(words, world, generation, timeout_ns, yield_ns)
+    return missing
+
+
+def ranks_wait(size_t words_address, int world, uint32_t generation, double timeout_s, double yield_s=YIELD_S):
+    """ranks_meet's wait alone (after a first call timed out)."""
+    cdef int64_t timeout_ns = <int64_t>(timeout_s * 1e9)
+    cdef int64_t yield_ns = <int64_t>(yield_s * 1e9)
+    cdef int missing
+    with nogil:
+        missing = shoal_ranks_wait(<shoal_rank_word*>words_address, world, generation, timeout_ns, yield_ns)
+    return missing
 
 
 def serve(size_t ctrl_address, size_t ops_address):

@@ -172,6 +172,66 @@ static inline void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops) {
     }
 }
 
+/* ---- ranks of one node meeting in shared memory ------------------------------
+ *
+ * Data-parallel training (shoal/distributed.py) sums gradients over the
+ * ranks of one node through a shared region instead of sockets: each rank
+ * writes its tensor to its own slot, then arrives at generation `gen` and
+ * waits until every rank has. One word per rank, each on its own cache
+ * line; waiting spins, yields, then sleeps on the futex of the word it
+ * waits for, counting itself in that word's `sleepers` so the arriving rank
+ * wakes it (the seq_cst store/load pairs on both sides rule out a lost
+ * wake-up, as in shoal_publish / shoal_wait).
+ */
+typedef struct {
+    uint32_t arrived;   /* the last generation this rank arrived at */
+    uint32_t sleepers;  /* ranks in futex wait on `arrived` */
+    uint32_t pad_[14];
+} shoal_rank_word;
+
+typedef char shoal_rank_word_is_64_bytes[sizeof(shoal_rank_word) == 64 ? 1 : -1];
+
+static inline int shoal_reached(const shoal_rank_word* w, uint32_t gen) {
+    return (int32_t)(__atomic_load_n(&w->arrived, __ATOMIC_SEQ_CST) - gen) >= 0;  /* wraps */
+}
+
+static inline void shoal_rank_arrive(shoal_rank_word* words, int rank, uint32_t gen) {
+    __atomic_store_n(&words[rank].arrived, gen, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&words[rank].sleepers, __ATOMIC_SEQ_CST)) shoal_futex_wake(&words[rank].arrived);
+}
+
+/* Wait until ranks [0, world) have all arrived at `gen`. Returns -1 when
+ * they have, else the first rank still missing after timeout_ns (the caller
+ * checks that rank is alive and waits again). */
+static inline int shoal_ranks_wait(shoal_rank_word* words, int world, uint32_t gen, int64_t timeout_ns,
+                                   int64_t yield_ns) {
+    const int64_t start = shoal_now_ns();
+    for (int r = 0; r < world; r++) {
+        shoal_rank_word* w = &words[r];
+        int i = 0;
+        while (!shoal_reached(w, gen)) {
+            const int64_t waited = shoal_now_ns() - start;
+            if (waited >= timeout_ns) return r;
+            if (i < SHOAL_SPIN_ITERS) {
+                shoal_cpu_relax();
+                i++;
+            } else if (waited < yield_ns) {
+                sched_yield();
+            } else {
+                __atomic_fetch_add(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+                const uint32_t seen = __atomic_load_n(&w->arrived, __ATOMIC_SEQ_CST);
+                if ((int32_t)(seen - gen) < 0) {
+                    int64_t nap = timeout_ns - waited;
+                    if (nap > 100000000LL) nap = 100000000LL;
+                    shoal_futex_wait(&w->arrived, seen, nap);
+                }
+                __atomic_fetch_sub(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+            }
+        }
+    }
+    return -1;
+}
+
 /* ---- workers die with the pool's process ------------------------------------
  *
  * A worker must not outlive the process that created its pool, whatever

@@ -52,12 +52,15 @@ def run_once(env: str, ranks: int, flags: list[str]) -> dict:
 
 COLLECTIVE_PROBE = """
 import time, torch, torch.distributed as d
+from shoal.distributed import NodeSum
 d.init_process_group("gloo")
 world = d.get_world_size()
+node = NodeSum.open(d.get_rank(), world, 4 * max({sizes}), timeout_s=60)
 for n in ({sizes}):
     x = torch.zeros(n)
     gathered = list(torch.zeros(world, n).unbind(0))
-    for name, op in (("all_reduce", lambda: d.all_reduce(x)), ("all_gather", lambda: d.all_gather(gathered, x))):
+    for name, op in (("all_reduce", lambda: d.all_reduce(x)), ("all_gather", lambda: d.all_gather(gathered, x)),
+                     ("node_sum", lambda: node.sum(x))):
         for _ in range(20):
             op()
         d.barrier()
@@ -71,10 +74,11 @@ d.destroy_process_group()
 
 
 def collective_latency(ranks: int, sizes: list[int]) -> dict[tuple[str, int], float]:
-    """Microseconds per gloo all-reduce and all-gather of `size` float32s
-    between `ranks` local processes, back to back, 300 calls each (the floor
-    of the trainer's per-minibatch cost; shoal.distributed sums small
-    tensors by all-gather)."""
+    """Microseconds per gloo all-reduce, gloo all-gather and shared-memory
+    NodeSum of `size` float32s between `ranks` local processes, back to
+    back, 300 calls each (the floor of the trainer's per-minibatch cost;
+    shoal.distributed sums through NodeSum when every rank is local, else
+    small tensors by all-gather)."""
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(COLLECTIVE_PROBE.format(sizes=", ".join(map(str, sizes))))
     try:
@@ -82,7 +86,8 @@ def collective_latency(ranks: int, sizes: list[int]) -> dict[tuple[str, int], fl
                             f"--nproc-per-node={ranks}", f.name], capture_output=True, text=True, timeout=300)
     finally:
         os.unlink(f.name)
-    return {(op, int(n)): float(us) for op, n, us in re.findall(r"(all_reduce|all_gather) (\d+) (\d+)", p.stdout)}
+    return {(op, int(n)): float(us)
+            for op, n, us in re.findall(r"(all_reduce|all_gather|node_sum) (\d+) (\d+)", p.stdout)}
 
 
 def main(argv=None) -> int:
@@ -91,7 +96,7 @@ def main(argv=None) -> int:
     p.add_argument("--ranks", nargs="+", type=int, default=[1, 2])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--target", action="store_true", help="also time to target (envs whose config has one)")
-    p.add_argument("--probe-only", action="store_true", help="only the gloo collective latencies")
+    p.add_argument("--probe-only", action="store_true", help="only the latencies of a sum over the ranks")
     args = p.parse_args(argv)
     print(f"# {os.uname().nodename}, {os.cpu_count()} cores; load before: {os.getloadavg()[0]:.2f}")
     for env in [] if args.probe_only else args.envs:
@@ -119,7 +124,7 @@ def main(argv=None) -> int:
         if n > 1:
             # the gradient sizes of CartPole's and Snake's default policies
             lat = collective_latency(n, [4_675, 125_701])
-            print(f"\ngloo collectives between {n} local ranks, back to back: "
+            print(f"\nsums between {n} local ranks, back to back (gloo, and shoal's shared memory): "
                   + ", ".join(f"{op} {size:,} floats {us:.0f} us" for (op, size), us in lat.items()))
     print(f"# load after: {os.getloadavg()[0]:.2f}")
     return 0

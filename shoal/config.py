@@ -187,6 +187,7 @@ RULES: dict[tuple[str, str], tuple] = {
     ("train", "wandb_project"): ((lambda v: v != ""), "a W&B project name"),
     ("dist", "backend"): _one_of("auto", "gloo", "nccl"),
     ("dist", "timeout"): _at_least(1.0),
+    ("dist", "node_sum"): _one_of("auto", "off"),
     ("policy", "hidden_size"): _at_least(1),
     ("policy", "num_layers"): _at_least(1),
     ("policy", "activation"): _one_of("tanh", "relu"),

@@ -6,9 +6,11 @@
 torchrun starts one trainer per rank and tells it who it is through the
 environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE). Each rank
 owns its own pool and rollouts; after every minibatch's backward pass the
-gradients are averaged across ranks (one all-reduce of the flattened
-gradients, as CleanRL's multi-GPU PPO does), so every rank takes the same
-optimizer step and the weights never drift apart. Rollout inference is the
+gradients are averaged across ranks (one sum of the flattened gradients, as
+CleanRL's multi-GPU PPO all-reduces them), so every rank takes the same
+optimizer step and the weights never drift apart. Ranks that share one
+machine under gloo sum through shared memory (NodeSum), the others through
+torch.distributed. Rollout inference is the
 plain policy: there is no DDP wrapper to keep out of the way.
 
 This module holds only the collective operations the trainer needs; the
@@ -19,8 +21,10 @@ identity and torch.distributed is never initialised.
 from __future__ import annotations
 
 import datetime
+import mmap
 import os
 import socket
+import time
 from dataclasses import dataclass
 
 import torch
@@ -35,9 +39,130 @@ TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 # traffic (independent of the rank count) wins.
 GATHER_SUM_MAX_FLOATS = 1 << 22
 
+# NodeSum's first slot size; a larger tensor grows it (collectively).
+NODE_SUM_FIRST_BYTES = 1 << 20
+
 
 class DistError(RuntimeError):
-    """A distributed run that cannot start as configured."""
+    """A distributed run that cannot start as configured, or whose peer stopped answering."""
+
+
+class NodeSum:
+    """Sums over the ranks of one node through shared memory, for gloo runs
+    whose ranks all share this machine ([dist] node_sum = auto).
+
+    A gloo collective between two local processes costs 0.8-2.5 ms on the
+    2-core dev VM (docs/results.md, "Scaling out") where a hand-off through
+    shared memory costs microseconds; with a collective per minibatch that
+    is the difference between 2 ranks losing to one process and not.
+
+    The region is a memfd of rank 0, opened by the others through
+    /proc/<pid>/fd (nothing is ever left in /dev/shm). Its layout: one
+    64-byte word per rank (pool/shoal_sync.h, shoal_rank_word), then two
+    slot sets of `world` slots of `capacity` bytes. A sum:
+    copy the tensor into this rank's slot of set (generation % 2), meet the
+    other ranks at that generation (pool/_native.ranks_meet), add the slots
+    in rank order: every rank computes the same sum, bit for bit, as the
+    all-gather path does. The sets alternate, so a rank that starts the
+    next sum cannot overwrite a slot another rank is still reading: it
+    cannot pass the next meeting before that rank has finished reading."""
+
+    WAIT_SLICE_S = 0.5   # between slices: Ctrl-C, and whether the missing rank still lives
+
+    def __init__(self, rank: int, world: int, memory: mmap.mmap, capacity: int, pids: list[int],
+                 timeout_s: float):
+        from shoal.pool import _native
+
+        self._native = _native
+        self.rank, self.world, self.capacity, self.timeout_s = rank, world, capacity, timeout_s
+        self.pids = pids
+        self.memory = memory
+        self.region = torch.frombuffer(memory, dtype=torch.uint8)
+        self.words_address = self.region.data_ptr()
+        self.slots_offset = self.header_bytes(world)
+        self.generation = 0
+
+    @staticmethod
+    def header_bytes(world: int) -> int:
+        from shoal.pool import _native
+
+        return world * _native.RANK_WORD_BYTES
+
+    @classmethod
+    def open(cls, rank: int, world: int, capacity: int, timeout_s: float) -> "NodeSum":
+        """Collective (every rank calls it): rank 0 makes the region, the
+        others map it. Raises DistError on every rank if any rank cannot."""
+        capacity = -(-capacity // 64) * 64
+        size = cls.header_bytes(world) + 2 * world * capacity
+        fd, memory, error = -1, None, ""
+        try:
+            if rank == 0:
+                fd = os.memfd_create("shoal-node-sum", os.MFD_CLOEXEC)
+                os.ftruncate(fd, size)
+        except OSError as e:
+            error = f"rank 0: {e}"
+        where = [(os.getpid(), fd)]
+        torch_dist.broadcast_object_list(where, src=0)
+        try:
+            if rank != 0 and where[0][1] >= 0:
+                fd = os.open(f"/proc/{where[0][0]}/fd/{where[0][1]}", os.O_RDWR | os.O_CLOEXEC)
+            if fd >= 0:
+                memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as e:
+            error = f"rank {rank}: {e}"
+        failed = torch.tensor([0.0 if memory is not None else 1.0])
+        torch_dist.all_reduce(failed)   # after it, every rank has mapped (or failed): fds may close
+        if fd >= 0:
+            os.close(fd)                # the mapping keeps the memory
+        if failed.item():
+            if memory is not None:
+                memory.close()
+            raise DistError(f"shared memory between the ranks of this node failed "
+                            f"({error or 'on another rank'}); [dist] node_sum = off sums through the backend")
+        pids = [0] * world
+        torch_dist.all_gather_object(pids, os.getpid())
+        return cls(rank, world, memory, capacity, pids, timeout_s)
+
+    def sum(self, x: torch.Tensor) -> torch.Tensor:
+        """x (contiguous, CPU) summed over the ranks: a new tensor."""
+        nbytes = x.numel() * x.element_size()
+        if nbytes > self.capacity:              # every rank sees the same size: they grow together
+            self.close()
+            grown = NodeSum.open(self.rank, self.world, max(nbytes, 2 * self.capacity), self.timeout_s)
+            self.__dict__.update(grown.__dict__)
+        self.generation = (self.generation + 1) & 0xFFFFFFFF
+        set_offset = self.slots_offset + (self.generation % 2) * self.world * self.capacity
+        slots = self.region[set_offset:set_offset + self.world * self.capacity].view(self.world, self.capacity)
+        slots[self.rank, :nbytes].view(x.dtype).view(x.shape).copy_(x)
+        self._meet()
+        return slots[:, :nbytes].view(x.dtype).view(self.world, *x.shape).sum(0)
+
+    def _meet(self) -> None:
+        start = time.monotonic()
+        slice_s = min(self.WAIT_SLICE_S, self.timeout_s)
+        missing = self._native.ranks_meet(self.words_address, self.rank, self.world, self.generation, slice_s)
+        while missing >= 0:
+            waited = time.monotonic() - start
+            try:
+                os.kill(self.pids[missing], 0)
+            except ProcessLookupError:
+                raise DistError(f"rank {missing} (pid {self.pids[missing]}) exited while rank {self.rank} "
+                                f"waited for it in a sum over the ranks") from None
+            except PermissionError:
+                pass
+            if waited >= self.timeout_s:
+                raise DistError(f"rank {missing} did not reach sum {self.generation} within [dist] timeout = "
+                                f"{self.timeout_s:g} s (rank {self.rank} waited)")
+            missing = self._native.ranks_wait(self.words_address, self.world, self.generation,
+                                              min(slice_s, self.timeout_s - waited))
+
+    def close(self) -> None:
+        region, self.region = self.region, None
+        del region
+        try:
+            self.memory.close()
+        except BufferError:   # a sum's result still views it: the mapping goes with that tensor
+            pass
 
 
 def usable_cores() -> int:
@@ -62,6 +187,7 @@ class Dist:
     local_world_size: int = 1
     backend: str | None = None
     device: torch.device = torch.device("cpu")  # where collective tensors live (cuda for nccl)
+    node_sum: NodeSum | None = None             # sums through shared memory (all ranks on this node, gloo)
 
     @classmethod
     def single(cls) -> "Dist":
@@ -103,7 +229,10 @@ class Dist:
     def _sum(self, x: torch.Tensor) -> torch.Tensor:
         """x (contiguous, on self.device) summed over the ranks. Small
         tensors over gloo: gathered, then summed in rank order on every
-        rank (the same result everywhere, bit for bit); else an all-reduce."""
+        rank (the same result everywhere, bit for bit); else an all-reduce.
+        With every rank on this node: the same sum through shared memory."""
+        if self.node_sum is not None:
+            return self.node_sum.sum(x)
         if self.backend == "gloo" and x.numel() * self.world_size <= GATHER_SUM_MAX_FLOATS:
             gathered = x.new_empty((self.world_size, *x.shape))
             torch_dist.all_gather(list(gathered.unbind(0)), x)
@@ -131,12 +260,16 @@ class Dist:
             torch_dist.barrier()
 
     def close(self) -> None:
+        if self.node_sum is not None:
+            self.node_sum.close()
+            self.node_sum = None
         if self.enabled and torch_dist.is_initialized():
             torch_dist.destroy_process_group()
 
     def describe(self) -> str:
+        sums = ", sums through shared memory" if self.node_sum is not None else ""
         return (f"rank {self.rank} of {self.world_size} (local {self.local_rank} of "
-                f"{self.local_world_size} on {socket.gethostname()}, pid {os.getpid()}), {self.backend}")
+                f"{self.local_world_size} on {socket.gethostname()}, pid {os.getpid()}), {self.backend}{sums}")
 
 
 def planned_world_size() -> int:
@@ -209,7 +342,7 @@ def setup(cfg: dict, device: torch.device) -> tuple[Dist, torch.device]:
         return Dist.single(), device
     rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
     local_rank, local_world = _env_int("LOCAL_RANK"), _env_int("LOCAL_WORLD_SIZE")
-    dc = {"backend": "auto", "timeout": 600.0, **cfg.get("dist", {})}
+    dc = {"backend": "auto", "timeout": 600.0, "node_sum": "auto", **cfg.get("dist", {})}
     device = rank_device(cfg["train"]["device"], local_rank)
     backend = pick_backend(dc["backend"], device, local_world)
     if device.type == "cuda":
@@ -218,4 +351,7 @@ def setup(cfg: dict, device: torch.device) -> tuple[Dist, torch.device]:
     torch_dist.init_process_group(backend=backend, timeout=timeout,
                                   **({"device_id": device} if backend == "nccl" else {}))
     comm_device = device if backend == "nccl" else torch.device("cpu")
-    return Dist(rank, world, local_rank, local_world, backend, comm_device), device
+    dist = Dist(rank, world, local_rank, local_world, backend, comm_device)
+    if dc["node_sum"] == "auto" and backend == "gloo" and local_world == world:
+        dist.node_sum = NodeSum.open(rank, world, NODE_SUM_FIRST_BYTES, dc["timeout"])
+    return dist, device

@@ -3,6 +3,7 @@ fresh CartPole policy on fake rollout rows, on 2 gloo ranks holding half the
 rows each or in one process holding them all. A module of its own so that
 torch.multiprocessing.spawn's children can import _rank_main by name."""
 import os
+import time
 import types
 
 import torch
@@ -51,11 +52,36 @@ def update_cfg() -> dict:
                                     "--train.norm-adv", "false", "--policy.normalize-obs", "true"])
 
 
-def _rank_main(rank: int, init_file: str, out: str, gather_max: int) -> None:
-    distributed.GATHER_SUM_MAX_FLOATS = gather_max  # 0: every sum by all-reduce
+SUM_PATHS = ("all_gather", "all_reduce", "node_sum")
+
+
+def _rank_main(rank: int, init_file: str, out: str, path: str) -> None:
+    """One rank of the exact-math case; path: how sums travel (SUM_PATHS)."""
+    if path == "all_reduce":
+        distributed.GATHER_SUM_MAX_FLOATS = 0   # every gloo sum by all-reduce
     torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     dist = Dist(rank=rank, world_size=2, local_rank=rank, local_world_size=2, backend="gloo")
+    if path == "node_sum":   # 64-byte slots: the gradient sum grows them first
+        dist.node_sum = distributed.NodeSum.open(rank, 2, 64, timeout_s=60)
     half = R // 2
     grads, rms = one_update(update_cfg(), fake_rollout(slice(rank * half, (rank + 1) * half), make_data()), dist)
     torch.save({"grads": grads, "rms": rms}, os.path.join(out, f"rank{rank}.pt"))
     dist.close()
+
+
+def _rank_leaves(rank: int, init_file: str, out: str) -> None:
+    """Rank 1 exits after joining the node's shared memory; rank 0 then sums
+    and writes what it raised to out/rank0.txt."""
+    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    node_sum = distributed.NodeSum.open(rank, 2, 1024, timeout_s=60)
+    if rank == 1:
+        os._exit(0)
+    start = time.monotonic()
+    try:
+        node_sum.sum(torch.ones(8))
+        outcome = "returned"
+    except distributed.DistError as e:
+        outcome = f"DistError after {time.monotonic() - start:.2f} s: {e}"
+    with open(os.path.join(out, "rank0.txt"), "w") as f:
+        f.write(outcome)
+    os._exit(0)

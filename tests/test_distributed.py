@@ -20,23 +20,35 @@ from shoal.distributed import Dist  # noqa: E402
 
 # The ranks' code lives in a module of its own: spawned children import it
 # by name (pytest's importlib mode gives test modules names they cannot import).
-from distributed_case import R, _rank_main, fake_rollout, make_data, one_update, update_cfg  # noqa: E402
+from distributed_case import (R, SUM_PATHS, _rank_leaves, _rank_main, fake_rollout, make_data,  # noqa: E402
+                              one_update, update_cfg)
 
 
-@pytest.mark.parametrize("gather_max", [distributed.GATHER_SUM_MAX_FLOATS, 0], ids=["all_gather", "all_reduce"])
-def test_two_ranks_average_to_the_single_process_gradient(tmp_path, gather_max):
+@pytest.mark.parametrize("path", SUM_PATHS)
+def test_two_ranks_average_to_the_single_process_gradient(tmp_path, path):
     """One update on 2 ranks holding half the rows each gives the gradients
     (after averaging) and obs statistics of one process holding all rows,
-    whichever collective sums them."""
-    torch.multiprocessing.spawn(_rank_main, args=(str(tmp_path / "init"), str(tmp_path), gather_max), nprocs=2)
+    whichever way the sums travel; both ranks hold the same values, bit for bit."""
+    torch.multiprocessing.spawn(_rank_main, args=(str(tmp_path / "init"), str(tmp_path), path), nprocs=2)
     grads, rms = one_update(update_cfg(), fake_rollout(slice(0, R), make_data()), Dist.single())
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    for name in grads:
+        assert torch.equal(ranks[0]["grads"][name], ranks[1]["grads"][name]), name
     for r in ranks:
         for name, g in grads.items():
             torch.testing.assert_close(r["grads"][name], g, rtol=1e-5, atol=1e-6, msg=name)
         for k, v in rms.items():
             torch.testing.assert_close(r["rms"][k], v, rtol=1e-12, atol=1e-12, msg=k)
     assert any(g.abs().sum() > 0 for g in grads.values())  # a real gradient, not all zeros
+
+
+def test_node_sum_names_a_rank_that_left_within_a_second(tmp_path):
+    """A rank waiting in a shared-memory sum for a rank that has exited
+    raises DistError naming it (it checks the peer between wait slices)."""
+    torch.multiprocessing.spawn(_rank_leaves, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2)
+    outcome = (tmp_path / "rank0.txt").read_text()
+    assert outcome.startswith("DistError") and "rank 1" in outcome and "exited" in outcome, outcome
+    assert float(outcome.split()[2]) < 1 + distributed.NodeSum.WAIT_SLICE_S, outcome
 
 
 def test_world_split_is_checked_before_any_rank_waits():
