@@ -24,6 +24,7 @@ import datetime
 import mmap
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass
 
@@ -118,7 +119,7 @@ class NodeSum:
             if memory is not None:
                 memory.close()
             raise DistError(f"shared memory between the ranks of this node failed "
-                            f"({error or 'on another rank'}); [dist] node_sum = off sums through the backend")
+                            f"({error or 'on another rank'})")
         pids = [0] * world
         torch_dist.all_gather_object(pids, os.getpid())
         return cls(rank, world, memory, capacity, pids, timeout_s)
@@ -353,5 +354,9 @@ def setup(cfg: dict, device: torch.device) -> tuple[Dist, torch.device]:
     comm_device = device if backend == "nccl" else torch.device("cpu")
     dist = Dist(rank, world, local_rank, local_world, backend, comm_device)
     if dc["node_sum"] == "auto" and backend == "gloo" and local_world == world:
-        dist.node_sum = NodeSum.open(rank, world, NODE_SUM_FIRST_BYTES, dc["timeout"])
+        try:
+            dist.node_sum = NodeSum.open(rank, world, NODE_SUM_FIRST_BYTES, dc["timeout"])
+        except DistError as e:   # every rank gets it (NodeSum.open agrees): all go on through gloo
+            if rank == 0:
+                print(f"shoal train: {e}; summing through gloo instead", file=sys.stderr, flush=True)
     return dist, device

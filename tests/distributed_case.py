@@ -85,3 +85,23 @@ def _rank_leaves(rank: int, init_file: str, out: str) -> None:
     with open(os.path.join(out, "rank0.txt"), "w") as f:
         f.write(outcome)
     os._exit(0)
+
+
+def _rank_cannot_share(rank: int, init_file: str, out: str) -> None:
+    """Rank 0 cannot make the shared region: NodeSum.open must raise on both
+    ranks (so that setup() sends both through gloo), and gloo still works."""
+    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    if rank == 0:
+        def refuse(*args):
+            raise OSError(24, "Too many open files")
+        os.memfd_create = refuse
+    try:
+        distributed.NodeSum.open(rank, 2, 1024, timeout_s=60)
+        outcome = "opened"
+    except distributed.DistError as e:
+        outcome = f"DistError: {e}"
+    x = torch.tensor([float(rank + 1)])
+    torch.distributed.all_reduce(x)
+    with open(os.path.join(out, f"rank{rank}.txt"), "w") as f:
+        f.write(f"{outcome}; gloo sum {x.item():g}")
+    torch.distributed.destroy_process_group()

@@ -20,7 +20,7 @@ from shoal.distributed import Dist  # noqa: E402
 
 # The ranks' code lives in a module of its own: spawned children import it
 # by name (pytest's importlib mode gives test modules names they cannot import).
-from distributed_case import (R, SUM_PATHS, _rank_leaves, _rank_main, fake_rollout, make_data,  # noqa: E402
+from distributed_case import (R, SUM_PATHS, _rank_cannot_share, _rank_leaves, _rank_main, fake_rollout, make_data,  # noqa: E402
                               one_update, update_cfg)
 
 
@@ -49,6 +49,16 @@ def test_node_sum_names_a_rank_that_left_within_a_second(tmp_path):
     outcome = (tmp_path / "rank0.txt").read_text()
     assert outcome.startswith("DistError") and "rank 1" in outcome and "exited" in outcome, outcome
     assert float(outcome.split()[2]) < 1 + distributed.NodeSum.WAIT_SLICE_S, outcome
+
+
+def test_node_sum_that_cannot_open_fails_on_every_rank(tmp_path):
+    """If any rank cannot share the region, every rank's NodeSum.open raises
+    (setup() then sums through gloo on all of them: no rank is left waiting)."""
+    torch.multiprocessing.spawn(_rank_cannot_share, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2)
+    for rank in range(2):
+        outcome = (tmp_path / f"rank{rank}.txt").read_text()
+        assert outcome.startswith("DistError: shared memory") and outcome.endswith("gloo sum 3"), outcome
+        assert ("Too many open files" if rank == 0 else "on another rank") in outcome, outcome
 
 
 def test_world_split_is_checked_before_any_rank_waits():
