@@ -40,8 +40,12 @@ TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 # traffic (independent of the rank count) wins.
 GATHER_SUM_MAX_FLOATS = 1 << 22
 
-# NodeSum's first slot size; a larger tensor grows it (collectively).
+# NodeSum's first slot size; a larger tensor grows it (collectively), up to
+# NODE_SUM_MAX_BYTES for all ranks' slots of one set (the region holds two):
+# past it a sum is bandwidth-bound, and the backend's all-reduce needs no
+# memory per rank.
 NODE_SUM_FIRST_BYTES = 1 << 20
+NODE_SUM_MAX_BYTES = 1 << 28
 
 
 class DistError(RuntimeError):
@@ -232,7 +236,7 @@ class Dist:
         tensors over gloo: gathered, then summed in rank order on every
         rank (the same result everywhere, bit for bit); else an all-reduce.
         With every rank on this node: the same sum through shared memory."""
-        if self.node_sum is not None:
+        if self.node_sum is not None and x.numel() * x.element_size() * self.world_size <= NODE_SUM_MAX_BYTES:
             return self.node_sum.sum(x)
         if self.backend == "gloo" and x.numel() * self.world_size <= GATHER_SUM_MAX_FLOATS:
             gathered = x.new_empty((self.world_size, *x.shape))
