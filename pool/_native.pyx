@@ -97,29 +97,21 @@ RANK_WORD_BYTES = 64
 
 
 def ranks_meet(size_t words_address, int rank, int world, uint32_t generation, double timeout_s,
-               double yield_s=YIELD_S):
+               bint arrive=True, double yield_s=YIELD_S):
     """Rank `rank` of `world` (one node, a shared region of RANK_WORD_BYTES
-    per rank at words_address) arrives at `generation` and waits for the
-    others: -1 once all have arrived, else the first rank still missing
-    after timeout_s (GIL released meanwhile). Its writes before the call
-    are visible to every rank after theirs returns -1."""
+    per rank at words_address) arrives at `generation` (arrive=False: it
+    already has, an earlier call timed out) and waits for the others: -1
+    once all have arrived, else the first rank still missing after
+    timeout_s (GIL released meanwhile). Its writes before arriving are
+    visible to every rank after theirs returns -1."""
     cdef shoal_rank_word* words = <shoal_rank_word*>words_address
     cdef int64_t timeout_ns = <int64_t>(timeout_s * 1e9)
     cdef int64_t yield_ns = <int64_t>(yield_s * 1e9)
     cdef int missing
     with nogil:
-        shoal_rank_arrive(words, rank, generation)
+        if arrive:
+            shoal_rank_arrive(words, rank, generation)
         missing = shoal_ranks_wait(words, world, generation, timeout_ns, yield_ns)
-    return missing
-
-
-def ranks_wait(size_t words_address, int world, uint32_t generation, double timeout_s, double yield_s=YIELD_S):
-    """ranks_meet's wait alone (after a first call timed out)."""
-    cdef int64_t timeout_ns = <int64_t>(timeout_s * 1e9)
-    cdef int64_t yield_ns = <int64_t>(yield_s * 1e9)
-    cdef int missing
-    with nogil:
-        missing = shoal_ranks_wait(<shoal_rank_word*>words_address, world, generation, timeout_ns, yield_ns)
     return missing
 
 

@@ -158,8 +158,8 @@ class NodeSum:
             if waited >= self.timeout_s:
                 raise DistError(f"rank {missing} did not reach sum {self.generation} within [dist] timeout = "
                                 f"{self.timeout_s:g} s (rank {self.rank} waited)")
-            missing = self._native.ranks_wait(self.words_address, self.world, self.generation,
-                                              min(slice_s, self.timeout_s - waited))
+            missing = self._native.ranks_meet(self.words_address, self.rank, self.world, self.generation,
+                                              min(slice_s, self.timeout_s - waited), arrive=False)
 
     def close(self) -> None:
         region, self.region = self.region, None

@@ -105,3 +105,16 @@ def _rank_cannot_share(rank: int, init_file: str, out: str) -> None:
     with open(os.path.join(out, f"rank{rank}.txt"), "w") as f:
         f.write(f"{outcome}; gloo sum {x.item():g}")
     torch.distributed.destroy_process_group()
+
+
+def _rank_late(rank: int, init_file: str, out: str) -> None:
+    """Rank 1 reaches the sum 1.2 s late (past two of rank 0's wait slices):
+    both ranks still get the sum."""
+    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    node_sum = distributed.NodeSum.open(rank, 2, 1024, timeout_s=60)
+    if rank == 1:
+        time.sleep(1.2)
+    total = node_sum.sum(torch.full((5,), float(rank + 1)))
+    with open(os.path.join(out, f"rank{rank}.txt"), "w") as f:
+        f.write(" ".join(f"{v:g}" for v in total.tolist()))
+    torch.distributed.destroy_process_group()

@@ -20,7 +20,7 @@ from shoal.distributed import Dist  # noqa: E402
 
 # The ranks' code lives in a module of its own: spawned children import it
 # by name (pytest's importlib mode gives test modules names they cannot import).
-from distributed_case import (R, SUM_PATHS, _rank_cannot_share, _rank_leaves, _rank_main, fake_rollout, make_data,  # noqa: E402
+from distributed_case import (R, SUM_PATHS, _rank_cannot_share, _rank_late, _rank_leaves, _rank_main, fake_rollout, make_data,  # noqa: E402
                               one_update, update_cfg)
 
 
@@ -49,6 +49,12 @@ def test_node_sum_names_a_rank_that_left_within_a_second(tmp_path):
     outcome = (tmp_path / "rank0.txt").read_text()
     assert outcome.startswith("DistError") and "rank 1" in outcome and "exited" in outcome, outcome
     assert float(outcome.split()[2]) < 1 + distributed.NodeSum.WAIT_SLICE_S, outcome
+
+
+def test_node_sum_waits_for_a_late_rank(tmp_path):
+    """A rank that arrives after several wait slices still meets the others."""
+    torch.multiprocessing.spawn(_rank_late, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2)
+    assert [(tmp_path / f"rank{r}.txt").read_text() for r in range(2)] == ["3 3 3 3 3"] * 2
 
 
 def test_node_sum_that_cannot_open_fails_on_every_rank(tmp_path):
