@@ -129,7 +129,8 @@ class NodeSum:
         return cls(rank, world, memory, capacity, pids, timeout_s)
 
     def sum(self, x: torch.Tensor) -> torch.Tensor:
-        """x (contiguous, CPU) summed over the ranks: a new tensor."""
+        """x (a CPU tensor, the same shape and dtype on every rank) summed
+        over the ranks: a new tensor."""
         nbytes = x.numel() * x.element_size()
         if nbytes > self.capacity:              # every rank sees the same size: they grow together
             self.close()
@@ -166,7 +167,7 @@ class NodeSum:
         del region
         try:
             self.memory.close()
-        except BufferError:   # a sum's result still views it: the mapping goes with that tensor
+        except BufferError:   # a view of the region still lives: the mapping goes with it
             pass
 
 
