@@ -1163,7 +1163,8 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         sys.stderr.write(  # one write: the ranks' lines do not interleave
             f"shoal train: {dist.describe()}: {local_envs} envs (seeds {env_seed}..{env_seed + local_envs - 1}), "
             + (f"{workers} pool workers ({distributed.usable_cores()} cores / {dist.local_world_size} "
-               f"ranks on this node), " if vc["backend"] == "multiprocessing" else f"{vc['backend']} pool, ")
+               f"ranks on this node, at least one per batch), " if vc["backend"] == "multiprocessing"
+               else f"{vc['backend']} pool, ")
             + f"{torch.get_num_threads()} torch threads, learner on {device}\n")
         sys.stderr.flush()
 
