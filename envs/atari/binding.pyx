@@ -219,7 +219,7 @@ cdef class AreaResize:
     cv2 itself (`by_opencv`), and need OpenCV installed."""
 
     cdef area_plan plan
-    cdef readonly object by_opencv          # cv2, for whole-number scales; else None
+    cdef readonly object by_opencv          # cv2, for whole-number scales and enlargements; else None
     # the arrays the plan points into
     cdef readonly object x_src, x_weight, y_dst, y_src, y_weight, pixels, row, sum
     cdef readonly tuple src_shape, dst_shape
