@@ -3,6 +3,7 @@ N torchrun ranks, the same total num_envs, measured side by side.
 
     python scripts/scaling_bench.py                       # cartpole and snake, 1 vs 2 ranks, 3 rounds
     python scripts/scaling_bench.py --envs snake --ranks 1 2 4 --rounds 2
+    python scripts/scaling_bench.py --envs snake drive --train-flags "--train.device cuda"   # a GPU machine
 
 Two measurements per env and rank count, in interleaved rounds (1 rank,
 2 ranks, 1 rank, ... so that a noisy neighbour hits both alike):
@@ -97,6 +98,9 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--target", action="store_true", help="also time to target (envs whose config has one)")
     p.add_argument("--probe-only", action="store_true", help="only the latencies of a sum over the ranks")
+    p.add_argument("--train-flags", default="",
+                   help="extra `shoal train` flags for every run, e.g. \"--train.device cuda\" (the H100 runs: "
+                        "ranks then share GPU 0 unless there are more GPUs)")
     args = p.parse_args(argv)
     print(f"# {os.uname().nodename}, {os.cpu_count()} cores; load before: {os.getloadavg()[0]:.2f}")
     for env in [] if args.probe_only else args.envs:
@@ -104,12 +108,13 @@ def main(argv=None) -> int:
         solved = {n: [] for n in args.ranks}
         for r in range(args.rounds):
             for n in args.ranks:
+                extra = args.train_flags.split()
                 res = run_once(env, n, ["--train.total-timesteps", str(SPS_STEPS.get(env, 300_000)),
                                         "--train.eval-interval", "0", "--train.eval-episodes", "1",
-                                        "--train.max-train-seconds", "0", "--train.target-return", "0"])
+                                        "--train.max-train-seconds", "0", "--train.target-return", "0", *extra])
                 sps[n].append(res["sps"])
                 if args.target:
-                    solved[n].append(run_once(env, n, ["--train.max-train-seconds", "120"])["solved"])
+                    solved[n].append(run_once(env, n, ["--train.max-train-seconds", "120", *extra])["solved"])
                 print(f"  {env} round {r + 1}, {n} rank(s): {res['sps']:,.0f} sps"
                       + (f", target after {solved[n][-1]} s" if args.target else ""), file=sys.stderr, flush=True)
         base = statistics.median(sps[args.ranks[0]])
