@@ -74,34 +74,34 @@ class NodeSum:
 
     WAIT_SLICE_S = 0.5   # between slices: Ctrl-C, and whether the missing rank still lives
 
-    def __init__(self, rank: int, world: int, memory: mmap.mmap, capacity: int, pids: list[int],
-                 timeout_s: float):
+    def __init__(self, rank: int, world: int, pids: list[int], timeout_s: float):
+        """Not mapped yet: see open()."""
         from shoal.pool import _native
 
         self._native = _native
-        self.rank, self.world, self.capacity, self.timeout_s = rank, world, capacity, timeout_s
-        self.pids = pids
-        self.memory = memory
-        self.region = torch.frombuffer(memory, dtype=torch.uint8)
-        self.words_address = self.region.data_ptr()
-        self.slots_offset = self.header_bytes(world)
-        self.generation = 0
-
-    @staticmethod
-    def header_bytes(world: int) -> int:
-        from shoal.pool import _native
-
-        return world * _native.RANK_WORD_BYTES
+        self.rank, self.world, self.pids, self.timeout_s = rank, world, pids, timeout_s
+        self.slots_offset = world * _native.RANK_WORD_BYTES
+        self.memory = self.region = None
+        self.capacity = 0
 
     @classmethod
     def open(cls, rank: int, world: int, capacity: int, timeout_s: float) -> "NodeSum":
         """Collective (every rank calls it): rank 0 makes the region, the
         others map it. Raises DistError on every rank if any rank cannot."""
+        pids = [0] * world
+        torch_dist.all_gather_object(pids, os.getpid())
+        node = cls(rank, world, pids, timeout_s)
+        node._map(capacity)
+        return node
+
+    def _map(self, capacity: int) -> None:
+        """Collective: a fresh region with slots of `capacity` bytes (rounded
+        up to 64), its rank words at generation 0."""
         capacity = -(-capacity // 64) * 64
-        size = cls.header_bytes(world) + 2 * world * capacity
+        size = self.slots_offset + 2 * self.world * capacity
         fd, memory, error = -1, None, ""
         try:
-            if rank == 0:
+            if self.rank == 0:
                 fd = os.memfd_create("shoal-node-sum", os.MFD_CLOEXEC)
                 os.ftruncate(fd, size)
         except OSError as e:
@@ -109,12 +109,12 @@ class NodeSum:
         where = [(os.getpid(), fd)]
         torch_dist.broadcast_object_list(where, src=0)
         try:
-            if rank != 0 and where[0][1] >= 0:
+            if self.rank != 0 and where[0][1] >= 0:
                 fd = os.open(f"/proc/{where[0][0]}/fd/{where[0][1]}", os.O_RDWR | os.O_CLOEXEC)
             if fd >= 0:
                 memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except OSError as e:
-            error = f"rank {rank}: {e}"
+            error = f"rank {self.rank}: {e}"
         failed = torch.tensor([0.0 if memory is not None else 1.0])
         torch_dist.all_reduce(failed)   # after it, every rank has mapped (or failed): fds may close
         if fd >= 0:
@@ -124,9 +124,9 @@ class NodeSum:
                 memory.close()
             raise DistError(f"shared memory between the ranks of this node failed "
                             f"({error or 'on another rank'})")
-        pids = [0] * world
-        torch_dist.all_gather_object(pids, os.getpid())
-        return cls(rank, world, memory, capacity, pids, timeout_s)
+        self.memory, self.capacity, self.generation = memory, capacity, 0
+        self.region = torch.frombuffer(memory, dtype=torch.uint8)
+        self.words_address = self.region.data_ptr()
 
     def sum(self, x: torch.Tensor) -> torch.Tensor:
         """x (a CPU tensor, the same shape and dtype on every rank) summed
@@ -134,8 +134,7 @@ class NodeSum:
         nbytes = x.numel() * x.element_size()
         if nbytes > self.capacity:              # every rank sees the same size: they grow together
             self.close()
-            grown = NodeSum.open(self.rank, self.world, max(nbytes, 2 * self.capacity), self.timeout_s)
-            self.__dict__.update(grown.__dict__)
+            self._map(max(nbytes, 2 * self.capacity))
         self.generation = (self.generation + 1) & 0xFFFFFFFF
         set_offset = self.slots_offset + (self.generation % 2) * self.world * self.capacity
         slots = self.region[set_offset:set_offset + self.world * self.capacity].view(self.world, self.capacity)
@@ -163,10 +162,10 @@ class NodeSum:
                                               min(slice_s, self.timeout_s - waited), arrive=False)
 
     def close(self) -> None:
-        region, self.region = self.region, None
-        del region
+        memory, self.memory, self.region = self.memory, None, None
         try:
-            self.memory.close()
+            if memory is not None:
+                memory.close()
         except BufferError:   # a view of the region still lives: the mapping goes with it
             pass
 
@@ -211,7 +210,7 @@ class Dist:
     # ---- collectives: the identity for a single process ----
     def average_gradients(self, params) -> None:
         """Replace each parameter's gradient by its mean over the ranks:
-        one all-reduce of all gradients flattened into one buffer. A
+        one sum (_sum) of all gradients flattened into one buffer. A
         parameter without a gradient on this rank counts as zero (every
         rank must send the same layout)."""
         if not self.enabled:
