@@ -53,8 +53,8 @@ from torch import nn
 
 import shoal
 from shoal import config as shoal_config
-from shoal.distributed import Dist
 from shoal import distributed
+from shoal.distributed import Dist
 
 BACKENDS = ("serial", "multiprocessing", "cuda")
 
@@ -923,13 +923,13 @@ class Logger:
     def log(self, row: dict) -> None:
         self.csv.writerow({k: row.get(k, "") for k in LOG_FIELDS})
         self.csv_file.flush()
+        scalars = {k: v for k, v in row.items()
+                   if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))}
         if self.tb is not None:
-            for k, v in row.items():
-                if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
-                    self.tb.add_scalar(k, v, row["global_step"])
+            for k, v in scalars.items():
+                self.tb.add_scalar(k, v, row["global_step"])
         if self.wandb is not None:
-            self.wandb.log({k: v for k, v in row.items() if isinstance(v, (int, float)) and
-                            not (isinstance(v, float) and math.isnan(v))}, step=row["global_step"])
+            self.wandb.log(scalars, step=row["global_step"])
         if self.live is not None:
             self.live.update(self._table(row), refresh=True)
         elif self.plain:
