@@ -185,10 +185,10 @@ cdef extern from "atari/area_resize.h":
                                      uint8_t* dst) noexcept nogil
 
 
-def area_taps(int src_size, int dst_size, int channels):
-    """OpenCV's computeResizeAreaTab: per destination pixel, the source pixels
-    it covers and their float32 weights, as (dst index, src index, weight)
-    arrays (indices scaled by the channel count)."""
+def area_taps(int src_size, int dst_size):
+    """OpenCV's computeResizeAreaTab along one axis: per destination pixel,
+    the source pixels it covers and their float32 weights, as (dst index,
+    src index, weight) arrays in OpenCV's order."""
     import math
     scale = src_size / dst_size
     di, si, alpha = [], [], []
@@ -205,8 +205,7 @@ def area_taps(int src_size, int dst_size, int channels):
             di.append(dx); si.append(sx); alpha.append(1.0 / cell)
         if fsx2 - sx2 > 1e-3:
             di.append(dx); si.append(sx2); alpha.append(min(min(fsx2 - sx2, 1.0), cell) / cell)
-    return (np.asarray(di, np.int32) * channels, np.asarray(si, np.int32) * channels,
-            np.asarray(alpha, np.float64).astype(np.float32))
+    return np.asarray(di, np.int32), np.asarray(si, np.int32), np.asarray(alpha, np.float64).astype(np.float32)
 
 
 cdef class AreaResize:
@@ -243,7 +242,7 @@ cdef class AreaResize:
                     f"does not divide the screen (84x84 does not)"
                 ) from e
             self.by_opencv = cv2
-        di, si, alpha = area_taps(src_w, dst_w, 1)
+        di, si, alpha = area_taps(src_w, dst_w)
         # slot s of destination pixel dx: its s-th tap (OpenCV's order), or weight 0
         counts = np.bincount(di, minlength=dst_w)
         slots = int(counts.max())
@@ -259,7 +258,7 @@ cdef class AreaResize:
         self.x_src = np.ascontiguousarray(
             (x_src[:, :, None] * channels + np.arange(channels, dtype=np.int32)).reshape(slots, -1))
         self.x_weight = np.ascontiguousarray(np.repeat(x_weight, channels, axis=1))
-        self.y_dst, self.y_src, self.y_weight = area_taps(src_h, dst_h, 1)
+        self.y_dst, self.y_src, self.y_weight = area_taps(src_h, dst_h)
         width = dst_w * channels
         self.pixels = np.zeros(src_w * channels, np.float32)
         self.row = np.zeros(width, np.float32)
@@ -330,7 +329,6 @@ cdef class AtariGame:
     cdef object frames                      # [latest frame, the one before]: the max-pool pair
     cdef object maximum
     cdef AreaResize resize                  # the screen -> obs frame resize
-    cdef int channels
     cdef tuple row_shape
     cdef object newest                      # numpy view of the obs row's last frame
     cdef uint8_t* row_address               # the obs row `newest` belongs to
@@ -357,9 +355,8 @@ cdef class AtariGame:
         self.fire_start = binding.fire_start
         self.frames = [np.zeros(binding.screen_shape, np.uint8), np.zeros(binding.screen_shape, np.uint8)]
         self.maximum = np.maximum
-        self.channels = 1 if kwargs["gray_scale"] else 3
         self.resize = AreaResize(binding.screen_shape[0], binding.screen_shape[1], kwargs["img_height"],
-                                 kwargs["img_width"], self.channels)
+                                 kwargs["img_width"], 1 if kwargs["gray_scale"] else 3)
         self.row_shape = tuple(binding.spec.obs_shape)
         self.stack_num = kwargs["stack_num"]
         self.row_bytes = binding.OBS_ELEMENTS
