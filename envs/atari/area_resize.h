@@ -41,8 +41,8 @@ typedef struct {
 } area_plan;
 
 /* The horizontal pass of one source row into plan->row (the row is made
- * float first: the slot loops then gather floats, ~1.5x faster than
- * converting each gathered byte). */
+ * float first: the slot loops then gather floats; in a throwaway C harness
+ * 25 us a frame against 37 us converting each gathered byte). */
 static inline void area_row(const area_plan* plan, const uint8_t* restrict src_row) {
     /* Locals and restrict: the plan's fields are read once, and the
      * compiler may keep everything in registers knowing the scratch rows do
