@@ -415,8 +415,8 @@ class NativePool:
             raise ValueError(f"actions must be integers (discrete), got dtype {a.dtype}")
         # Checked and copied in one pass, whatever the integer width: the
         # int64 actions of gymnasium, torch and numpy cost what int32 ones do.
-        # A bad row stops the copy; nothing is stepped, and the next call
-        # rewrites every row.
+        # After a bad row nothing is stepped, and the next call rewrites
+        # every row. (This copy is the step's serial part: see copy_actions.)
         bad = _native.copy_actions(np.ascontiguousarray(a.reshape(len(a), -1)),
                                    target.reshape(len(target), -1), self._nvec)
         if bad >= 0:
