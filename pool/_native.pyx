@@ -20,6 +20,7 @@ cdef extern from "shoal_sync.h" nogil:
     void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops)
     uint32_t shoal_next_request(shoal_ctrl* ctrl, uint32_t seen, int64_t yield_ns)
     void shoal_report_done(shoal_ctrl* ctrl, uint32_t request, uint32_t status)
+    uint64_t shoal_busy_ns(const shoal_ctrl* ctrl)
     int shoal_watch_parent(int fd, int pid, int is_parent)
     ctypedef struct shoal_rank_word:
         pass
@@ -34,7 +35,10 @@ ctypedef struct ctrl_words:  # the fields of shoal_ctrl read from Python
     uint32_t done
     uint32_t parent_sleeping
     uint32_t status
-    uint32_t pad1_[13]
+    uint32_t pad1_
+    uint64_t busy_ns
+    int64_t busy_since
+    uint32_t pad2_[8]
 
 cdef extern from "sys/mman.h" nogil:
     void* mmap(void* addr, size_t length, int prot, int flags, int fd, long offset)
@@ -135,6 +139,16 @@ def next_request(size_t ctrl_address, uint32_t seen, double yield_s=YIELD_S):
 def report_done(size_t ctrl_address, uint32_t request, uint32_t status):
     """Worker side (Python workers): mark `request` done with `status`."""
     shoal_report_done(<shoal_ctrl*>ctrl_address, request, status)
+
+
+def worker_busy_ns(size_t ctrl_address, int count):
+    """Parent side: each of `count` workers' time spent running commands
+    since it started, in ns (uint64 array; read while they run)."""
+    busy = np.empty(count, np.uint64)
+    cdef int k
+    for k in range(count):
+        busy[k] = shoal_busy_ns(<shoal_ctrl*>(ctrl_address + <size_t>k * sizeof(ctrl_words)))
+    return busy
 
 
 def worker_status(size_t ctrl_address, int worker):

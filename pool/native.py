@@ -709,6 +709,14 @@ class Multiprocessing(NativePool):
             long_step = time.perf_counter() - started > LONG_STEP_S
             self._yield_s = LONG_STEP_YIELD_S if long_step else _native.YIELD_S
 
+    def worker_busy_seconds(self) -> np.ndarray:
+        """Seconds each worker has spent running commands (steps, resets)
+        since it started, one float per worker, read without stopping them.
+        Over an interval, (change in the sum) / (workers x wall time) is how
+        busy the workers were; the rest is hand-off and the caller's time."""
+        self._check_open()
+        return _native.worker_busy_ns(self._ctrl, self.num_workers) / 1e9
+
     def _wait(self, first: int, count: int) -> None:
         if self.timeout is None:
             while True:  # the caller closes the pool on any exception

@@ -842,6 +842,13 @@ class AsyncVectorEnv(VectorEnv):
         self._start_command(lambda: self._send_messages(messages))
         self._finish(None, "set_attr")
 
+    def worker_busy_seconds(self) -> np.ndarray:
+        """Seconds each worker has spent on commands (from receiving one to
+        reporting it done) since it started, one float per worker: see
+        shoal.pool.Multiprocessing.worker_busy_seconds."""
+        self._assert_is_running()
+        return _native.worker_busy_ns(self._ctrl, self.num_workers) / 1e9
+
     def render(self):
         """The frame of every env (env.render())."""
         return self.call("render")

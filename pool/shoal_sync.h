@@ -46,7 +46,11 @@ typedef struct {
     uint32_t done;             /* = request once the command has run */
     uint32_t parent_sleeping;  /* set by the parent while in futex wait on done */
     uint32_t status;           /* Python workers: SHOAL_STATUS_* of the last command */
-    uint32_t pad1_[13];
+    uint32_t pad1_;
+    uint64_t busy_ns;          /* time spent running commands, summed (read with no lock:
+                                  one aligned word, a diagnostic) */
+    int64_t busy_since;        /* Python workers: when the command being run arrived */
+    uint32_t pad2_[8];
 } shoal_ctrl;
 
 typedef char shoal_ctrl_is_128_bytes[sizeof(shoal_ctrl) == 128 ? 1 : -1];
@@ -123,15 +127,27 @@ static inline int shoal_wait(uint32_t* word, uint32_t value, int until_equal,
 #undef SHOAL_READY
 }
 
+/* Worker: add the time since `since` to busy_ns (only this worker writes it). */
+static inline void shoal_add_busy(shoal_ctrl* ctrl, int64_t since) {
+    __atomic_store_n(&ctrl->busy_ns, ctrl->busy_ns + (uint64_t)(shoal_now_ns() - since), __ATOMIC_RELAXED);
+}
+
+/* Parent: a worker's busy_ns so far (it may be running). */
+static inline uint64_t shoal_busy_ns(const shoal_ctrl* ctrl) {
+    return __atomic_load_n(&ctrl->busy_ns, __ATOMIC_RELAXED);
+}
+
 /* Worker: wait for the next request after `seen`; returns it (the command
  * is then in ctrl->command). Used by Python workers, which run their own loop. */
 static inline uint32_t shoal_next_request(shoal_ctrl* ctrl, uint32_t seen, int64_t yield_ns) {
     shoal_wait(&ctrl->request, seen, 0, &ctrl->worker_sleeping, -1, yield_ns);
+    ctrl->busy_since = shoal_now_ns();
     return shoal_load(&ctrl->request);
 }
 
 /* Worker: report `request` done, with `status` (ordered before done). */
 static inline void shoal_report_done(shoal_ctrl* ctrl, uint32_t request, uint32_t status) {
+    shoal_add_busy(ctrl, ctrl->busy_since);
     __atomic_store_n(&ctrl->status, status, __ATOMIC_RELAXED);
     shoal_publish(&ctrl->done, request, &ctrl->parent_sleeping);
 }
@@ -166,7 +182,11 @@ static inline void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops) {
         if (!shoal_wait(&ctrl->request, seen, 0, &ctrl->worker_sleeping, -1, SHOAL_YIELD_NS)) return;
         seen = shoal_load(&ctrl->request);
         const uint32_t command = __atomic_load_n(&ctrl->command, __ATOMIC_RELAXED);
-        if (command != SHOAL_CMD_CLOSE) ops->run(ops->ctx, (int)command);
+        if (command != SHOAL_CMD_CLOSE) {
+            const int64_t start = shoal_now_ns();
+            ops->run(ops->ctx, (int)command);
+            shoal_add_busy(ctrl, start);
+        }
         shoal_publish(&ctrl->done, seen, &ctrl->parent_sleeping);
         if (command == SHOAL_CMD_CLOSE) return;
     }

@@ -17,6 +17,7 @@
 #   compare    scripts/compare_cpu_gpu.py (full) for every env  -> OUT/compare/
 #   train      shoal train on both backends (SPS, time to target) -> OUT/train/
 #   bench      shoal bench on all cores (CartPole + envs) vs EnvPool -> OUT/bench/
+#   overhead   scripts/pool_overhead.py: a pool step's time, stepping vs the rest -> OUT/bench/
 #   pack       everything under OUT into OUT/shoal_out.tgz
 set -uo pipefail
 OUT=${1:?usage: gpu_session.sh OUT STAGE...}
@@ -95,8 +96,13 @@ EOF"
     train)
         stage train 560 "$PY scripts/train_speed.py --out $OUT/train ${TRAIN_ARGS:-}"
         ;;
-    bench)
-        stage bench 560 "mkdir -p $OUT/bench && $PY -m shoal bench --out $OUT/bench/bench.md ${BENCH_ARGS:-}"
+    bench)   # CartPole to 262,144 envs on 1, 8, 15 and 16 workers vs EnvPool, then the other envs
+        stage bench 560 "mkdir -p $OUT/bench && $PY -m shoal bench --out $OUT/bench/bench.md \
+            ${BENCH_ARGS:---contenders c_loop,sync,async,envpool,envs --num-envs 4096,16384,65536,262144 --workers 1,8,15,16}"
+        ;;
+    overhead)   # where a 16-worker CartPole step's time goes (stepping, action copy, hand-off)
+        stage overhead 300 "mkdir -p $OUT/bench && $PY scripts/pool_overhead.py --out $OUT/bench/overhead.md \
+            --num-envs 16384 65536 262144 1048576 --workers 1 8 15 16 --seconds 0.5"
         ;;
     pack)   # one archive: the device tool returns only a few files
         (cd "$OUT" && tar czf /tmp/shoal_out.tgz --exclude=shoal_out.tgz . && find . -mindepth 1 -delete \

@@ -4,6 +4,7 @@ Run from a temporary folder so that `-m shoal` imports the installed package,
 not the repository's source folder."""
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_shoal_bench_quick_prints_a_table(tmp_path):
@@ -104,3 +105,20 @@ def test_one_action_table_for_every_env():
     table = action_table(10, explorer, table_rows=8, dtype=np.int64)
     assert table.shape == (8, 10, len(explorer.action_nvec)) and table.dtype == np.int64
     assert (table < np.asarray(explorer.action_nvec)).all() and table.flags.c_contiguous
+
+
+def test_pool_overhead_script_splits_a_step(tmp_path):
+    """scripts/pool_overhead.py: one row per (num_envs, workers) whose parts
+    are consistent: the workers' busy time fits in the step's wall time."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "pool_overhead.py"
+    out_md = tmp_path / "overhead.md"
+    out = subprocess.run([sys.executable, str(script), "--num-envs", "256", "1024", "--workers", "1", "2",
+                          "--seconds", "0.1", "--warmup", "0.02", "--out", str(out_md)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = [line.strip("|").split("|") for line in out_md.read_text().splitlines()
+            if line.startswith("| ") and line[2].isdigit()]
+    assert [(int(r[0]), int(r[1])) for r in rows] == [(256, 1), (256, 2), (1024, 1), (1024, 2)]
+    for r in rows:
+        wall, busy_mean, busy_max, share = float(r[4]), float(r[5]), float(r[6]), float(r[9])
+        assert 0 < busy_mean <= busy_max <= wall * 1.01 + 1 and 0 < share <= 1.01, r

@@ -102,6 +102,7 @@ int main(void) {
     FIELD(shoal_ctrl, done);
     FIELD(shoal_ctrl, parent_sleeping);
     FIELD(shoal_ctrl, status);
+    FIELD(shoal_ctrl, busy_ns);
     VALUE("SHOAL_KEEP", SHOAL_KEEP);
     VALUE("SHOAL_RESET", SHOAL_RESET);
     VALUE("SHOAL_RESEED", SHOAL_RESEED);
@@ -171,10 +172,9 @@ def test_ctrl_bytes_and_words_match_shoal_ctrl(common):
     # _native.pyx reads the block through its own copy of the struct: same members, same order
     header = (ROOT / "pool" / "shoal_sync.h").read_text()
     pyx = (ROOT / "pool" / "_native.pyx").read_text()
-    c_members = [m for _, m in struct_members(header, "shoal_ctrl")]
-    cy_members = [m for _, m in struct_members(pyx, "ctrl_words")]
-    assert cy_members == c_members
-    assert [t for t, _ in struct_members(pyx, "ctrl_words")] == ["uint32_t"] * len(c_members)
+    assert struct_members(pyx, "ctrl_words") == struct_members(header, "shoal_ctrl")
+    assert common["shoal_ctrl.busy_ns"][1:] == ["8", "u"]
+    assert int(common["shoal_ctrl.busy_ns"][0]) % 8 == 0
 
 
 def test_reset_requests_and_commands_match_the_headers(common):

@@ -237,6 +237,23 @@ def test_more_workers_than_cores(no_leaks):
         pool.step(np.zeros(64, np.int32))
 
 
+def test_worker_busy_seconds_count_each_workers_stepping(no_leaks):
+    with Multiprocessing("CartPole", 4096, num_workers=2) as pool:
+        pool.reset(seed=0)
+        before = pool.worker_busy_seconds()
+        assert before.shape == (2,) and (before >= 0).all()
+        start = time.perf_counter()
+        for _ in range(50):
+            pool.step(np.zeros(4096, np.int32))
+        wall = time.perf_counter() - start
+        busy = pool.worker_busy_seconds() - before
+        # every worker stepped (its 2,048 envs, 50 times: well over a microsecond),
+        # and no worker is busy longer than the wall time that contained it
+        assert (busy > 1e-6).all() and (busy <= wall).all(), (busy, wall)
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.worker_busy_seconds()
+
+
 def test_close_is_idempotent_and_releases_everything(no_leaks):
     fds_before = len(os.listdir("/proc/self/fd"))
     pool = Multiprocessing("CartPole", 16, num_workers=2)

@@ -369,6 +369,23 @@ def test_copy_false_equals_sync(no_leaks):
                      pool_kwargs={"copy": False}, sync_kwargs={"copy": False})
 
 
+def test_worker_busy_seconds(no_leaks):
+    env = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 4, num_workers=2)
+    try:
+        env.reset(seed=0)
+        before = env.worker_busy_seconds()
+        start = time.perf_counter()
+        for _ in range(30):
+            env.step(env.action_space.sample())
+        wall = time.perf_counter() - start
+        busy = env.worker_busy_seconds() - before
+        assert busy.shape == (2,) and (busy > 0).all() and (busy <= wall).all(), (busy, wall)
+    finally:
+        env.close()
+    with pytest.raises(ClosedEnvironmentError):
+        env.worker_busy_seconds()
+
+
 def test_observation_mode_different(no_leaks):
     fns = [functools.partial(RichEnv, i, high=1.0 + i) for i in range(4)]
     with pytest.raises(RuntimeError, match="observation_mode='same'"):
