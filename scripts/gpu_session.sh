@@ -6,7 +6,8 @@
 # Run from the repository root, with .whl/site312.tar.xz beside it: the
 # pure-Python and binary packages the GPU machine lacks (gymnasium,
 # pettingzoo, mpe2, pillow, rich, a trimmed EnvPool), unpacked onto
-# PYTHONPATH. Every stage logs to OUT/<stage>.log and never stops the others
+# PYTHONPATH; and optionally .whl/so312.tar.xz from scripts/gpu_prep.sh
+# (the extensions prebuilt, used only if built from these very sources). Every stage logs to OUT/<stage>.log and never stops the others
 # (each has its own time limit). Stages:
 #
 #   setup      install shoal (-e), build every CUDA kernel in parallel, versions
@@ -19,6 +20,14 @@
 #   bench      shoal bench on all cores (CartPole + envs) vs EnvPool -> OUT/bench/
 #   overhead   scripts/pool_overhead.py: a pool step's time, stepping vs the rest -> OUT/bench/
 #   pack       everything under OUT into OUT/shoal_out.tgz
+#
+# Plan for a session (30 device-minutes, at most 600 s a call, and a fresh
+# machine for any call that does not follow the last within ~30 s): run
+# `bash scripts/gpu_prep.sh` here first and carry .whl, then one call each of
+#   SHOAL_GPU_DEADLINE=$(( $(date +%s) + 570 )) bash scripts/gpu_session.sh $OUT setup gputests overhead pack
+#   ... setup bench pack
+#   ... setup train pack        (then compare, if device time is left)
+# The deadline cuts the last stage short so that pack always runs.
 set -uo pipefail
 OUT=${1:?usage: gpu_session.sh OUT STAGE...}
 shift
@@ -28,9 +37,19 @@ if [ -f .whl/site312.tar.xz ] && [ ! -d "$SITE" ]; then
     mkdir -p "$SITE" && tar -C "$SITE" -xJf .whl/site312.tar.xz
 fi
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-if [ -f .whl/so312.tar.xz ]; then
-    # Cython extensions prebuilt for Python 3.12 on the dev machine (saves the
-    # build here): the import root assembled as setup.py's package_dir maps it.
+# Keep in step with sources_stamp in scripts/gpu_prep.sh.
+sources_stamp() {
+    ls setup.py pool/*.pyx pool/*.h envs/*.h envs/*.pxi envs/*/binding.pyx envs/*/*.h envs/*/*.pxi 2>/dev/null \
+        | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16
+}
+if [ -f .whl/so312.tar.xz ] && [ "$(cat .whl/so312.stamp 2>/dev/null)" != "$(sources_stamp)" ]; then
+    echo "== .whl/so312.tar.xz was not built from these sources (stamp $(cat .whl/so312.stamp 2>/dev/null ||
+        echo missing), sources $(sources_stamp)): ignored, the setup stage builds" | tee -a "$OUT/stages.txt"
+elif [ -f .whl/so312.tar.xz ]; then
+    # Cython extensions prebuilt for Python 3.12 on the dev machine by
+    # scripts/gpu_prep.sh (saves the build here): the import root assembled
+    # as setup.py's package_dir maps it.
+    echo "== prebuilt extensions match the sources (stamp $(sources_stamp))" | tee -a "$OUT/stages.txt"
     tar xJf .whl/so312.tar.xz
     PKG=/tmp/shoal_pkg
     rm -rf "$PKG" && mkdir -p "$PKG/shoal" && cp -r shoal/. "$PKG/shoal/"
