@@ -83,8 +83,8 @@ def gpu_sizes(spec, quick: bool) -> list[int]:
 
 
 def cpu_sizes(spec, quick: bool) -> list[int]:
-    top = 1 << (8 if quick else 16 if spec.agents == 1 else 12)
-    return [n for n in (1 << 6, 1 << 8, 1 << 10, 1 << 12, 1 << 14, 1 << 16) if n <= top]
+    top = 1 << (8 if quick else 18 if spec.agents == 1 else 12)
+    return [n for n in (1 << 6, 1 << 8, 1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18) if n <= top]
 
 
 WORKERS: list[int] | None = None   # --workers
@@ -166,23 +166,40 @@ def gpu_policy_rate(spec, n: int, s) -> float:
         env.close()
 
 
-def cpu_policy_rate(spec, n: int, s, device: str) -> float:
+def cpu_policy_rate(spec, n: int, s, device: str, batches: int = 1) -> float:
     """CPU pool + policy on `device`: obs through pinned memory (non_blocking),
-    actions back to the host every step."""
-    pool = Multiprocessing(spec, n, seed=0)
+    actions back to the host every step. batches=1: pool.step, so the
+    workers idle during the forward pass; batches=2: EnvPool-style double
+    buffering (async send/recv of two halves), so one half steps on the
+    workers while the policy acts on the other."""
+    workers = available_cores()
+    workers = max(batches, workers // batches * batches)
+    pool = Multiprocessing(spec, n, num_workers=workers, batch_size=n // batches, seed=0)
     policy = make_policy(spec, device)
     cuda = device == "cuda"
-    pinned = torch.empty(tuple(pool.obs.shape), dtype=torch.from_numpy(pool.obs[:1]).dtype,
-                         pin_memory=cuda)
-    host_actions = torch.empty(tuple(pool.action_space.shape), dtype=torch.int32, pin_memory=cuda)
+    rows = pool.num_rows // batches
+    dtype = torch.from_numpy(pool.obs[:1]).dtype
+    pinned = torch.empty((rows, *pool.obs.shape[1:]), dtype=dtype, pin_memory=cuda)
+    host_actions = torch.empty((rows, *pool.action_space.shape[1:]), dtype=torch.int32, pin_memory=cuda)
 
-    def step():
-        with torch.no_grad():
-            pinned.numpy()[...] = pool.obs
-            obs = pinned.to(device, non_blocking=True)
-            host_actions.copy_(sample(spec, policy(obs.float())))   # waits for the GPU
-            pool.step(host_actions.numpy())
-        return pool.num_rows
+    def act(obs_rows):
+        pinned.numpy()[...] = obs_rows
+        obs = pinned.to(device, non_blocking=True)
+        host_actions.copy_(sample(spec, policy(obs.float())))   # waits for the GPU
+        return host_actions.numpy()
+
+    if batches == 1:
+        def step():
+            with torch.no_grad():
+                pool.step(act(pool.obs))
+            return pool.num_rows
+    else:
+        pool.async_reset(seed=0)
+
+        def step():
+            with torch.no_grad():
+                pool.send(act(pool.recv()[0]))
+            return rows
     try:
         return median_rate(step, s.seconds, s.warmup, s.repeats)
     finally:
@@ -302,9 +319,12 @@ def compare_env(name: str, s, out: Path, log) -> list[str]:
     lines += ["### Agent-steps/s with a policy forward pass every step", "",
               f"MLP {int(np.prod(spec.obs_shape))}-256-256-{sum(spec.action_nvec)} on "
               f"{'the GPU' if HAS_GPU else 'the CPU (no GPU on this machine)'}; CPU path: pool on all "
-              f"cores, obs via pinned memory (non_blocking), actions back to the host.", "",
-              "| num_envs | CPU pool + policy | GPU + policy |", "|---:|---:|---:|"]
-    cpu_policy, gpu_policy = [], []
+              f"cores, obs via pinned memory (non_blocking), actions back to the host; sync: pool.step "
+              f"(the workers idle during the forward pass); async: two batches, one stepping while "
+              f"the policy acts on the other.", "",
+              "| num_envs | CPU pool sync + policy | CPU pool async + policy | GPU + policy |",
+              "|---:|---:|---:|---:|"]
+    cpu_policy, cpu_async_policy, gpu_policy = [], [], []
     # the MLP's activations grow with the rows: cap the GPU batch at 2^21 rows
     gpu_policy_sizes = [n for n, _ in gpu_points if n * spec.agents <= POLICY_MAX_ROWS][-2:]
     for n in sorted(set(policy_sizes + gpu_policy_sizes)):
@@ -312,9 +332,10 @@ def compare_env(name: str, s, out: Path, log) -> list[str]:
         if n in policy_sizes:
             log(f"{name}: CPU pool + policy, {n} envs")
             cpu_policy.append((n, cpu_policy_rate(spec, n, s, policy_device)))
-            row.append(format_rate(cpu_policy[-1][1]))
+            cpu_async_policy.append((n, cpu_policy_rate(spec, n, s, policy_device, batches=2)))
+            row += [format_rate(cpu_policy[-1][1]), format_rate(cpu_async_policy[-1][1])]
         else:
-            row.append("")
+            row += ["", ""]
         if HAS_GPU:
             log(f"{name}: GPU + policy, {n} envs")
             gpu_policy.append((n, gpu_policy_rate(spec, n, s)))
@@ -324,7 +345,8 @@ def compare_env(name: str, s, out: Path, log) -> list[str]:
         lines.append(" | ".join(row) + " |")
     path = out / f"policy_{name.lower()}.png"
     if plot(path, f"{spec.name}: with a policy forward pass\n{machine}", "num_envs",
-            {"CPU pool + policy": cpu_policy, "GPU + policy": gpu_policy}):
+            {"CPU pool sync + policy": cpu_policy, "CPU pool async + policy": cpu_async_policy,
+             "GPU + policy": gpu_policy}):
         png.append(path.name)
     lines.append("")
 
