@@ -122,7 +122,8 @@ def gpu_throughput(spec, n: int, s) -> float:
 
 
 def cpu_throughput(spec, n: int, workers: int, s) -> float:
-    pool = Multiprocessing(spec, n, num_workers=workers, seed=0)
+    # all the cores: the default pool, as users get it (the parent steps a share)
+    pool = Multiprocessing(spec, n, num_workers=None if workers == available_cores() else workers, seed=0)
     next_actions = cycling(sampled_actions(spec, pool.num_rows))
 
     def step():
@@ -172,9 +173,7 @@ def cpu_policy_rate(spec, n: int, s, device: str, batches: int = 1) -> float:
     workers idle during the forward pass; batches=2: EnvPool-style double
     buffering (async send/recv of two halves), so one half steps on the
     workers while the policy acts on the other."""
-    workers = available_cores()
-    workers = max(batches, workers // batches * batches)
-    pool = Multiprocessing(spec, n, num_workers=workers, batch_size=n // batches, seed=0)
+    pool = Multiprocessing(spec, n, batch_size=n // batches, seed=0)   # default workers: all the cores
     policy = make_policy(spec, device)
     cuda = device == "cuda"
     rows = pool.num_rows // batches

@@ -11,7 +11,7 @@ import shoal
 from shoal.pool import Multiprocessing, Serial, WorkerError
 from shoal.single import SingleEnv
 
-from helpers import assert_same_arrays, rollout
+from helpers import assert_same, assert_same_arrays, rollout
 
 
 def action_table(num_envs, steps, seed=0):
@@ -54,6 +54,10 @@ def test_bit_identical_across_backends_and_worker_counts(no_leaks):
     assert_same_arrays(rollout(Serial("CartPole", n, num_workers=3), actions), reference)
     for workers in (1, 2, 3):
         with Multiprocessing("CartPole", n, num_workers=workers) as pool:
+            assert_same_arrays(rollout(pool, actions), reference)
+    for workers in (2, 3):   # this process steps the last block itself
+        with Multiprocessing("CartPole", n, num_workers=workers, parent_share=True) as pool:
+            assert pool.parent_share and len(pool.worker_busy_seconds()) == workers - 1
             assert_same_arrays(rollout(pool, actions), reference)
     with Multiprocessing("CartPole", n, num_workers=2, batch_size=12) as pool:
         assert_same_arrays(async_rollout(pool, actions), reference)
@@ -276,6 +280,51 @@ def test_dropped_pool_leaks_nothing(no_leaks):
     gc.collect()
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+def test_parent_share_equals_serial_in_every_autoreset_mode(mode, no_leaks):
+    n, steps = 12, 300
+    actions = action_table(n, steps)
+    with Serial("Snake", n, autoreset_mode=mode) as serial, \
+            Multiprocessing("Snake", n, num_workers=3, parent_share=True, autoreset_mode=mode) as pool:
+        serial.reset(seed=5), pool.reset(seed=5)
+        rng = np.random.default_rng(0)
+        for _ in range(steps):
+            a = rng.integers(0, serial.single_action_space.n, serial.num_rows).astype(np.int32)
+            ours, ref = pool.step(a), serial.step(a)
+            for x, y in zip(ours[:4], ref[:4]):
+                np.testing.assert_array_equal(x, y)
+            assert_same(ours[4], ref[4])
+        np.testing.assert_equal(pool.episode_stats(), serial.episode_stats())   # NaN == NaN here
+
+
+def test_parent_share_default_and_refusals(no_leaks):
+    with Multiprocessing("CartPole", 16) as pool:   # default workers, one batch
+        assert pool.parent_share == (pool.num_workers >= 2)
+        assert len(pool.worker_busy_seconds()) == pool.num_workers - pool.parent_share
+        assert "this process" in repr(pool) or not pool.parent_share
+    with Multiprocessing("CartPole", 16, num_workers=2) as pool:   # asked for 2 processes: 2
+        assert not pool.parent_share and len(pool.worker_busy_seconds()) == 2
+    with Multiprocessing("CartPole", 16, batch_size=8) as pool:    # async batches: all on workers
+        assert not pool.parent_share
+    with pytest.raises(ValueError, match="one batch"):
+        Multiprocessing("CartPole", 16, num_workers=2, batch_size=8, parent_share=True)
+    with pytest.raises(ValueError, match="num_workers >= 2"):
+        Multiprocessing("CartPole", 16, num_workers=1, parent_share=True)
+    with pytest.raises(ValueError, match="parent_share"):
+        Multiprocessing("CartPole", 16, parent_share="yes")
+
+
+def test_killed_worker_is_reported_with_a_parent_share(no_leaks):
+    pool = Multiprocessing("CartPole", 12, num_workers=3, parent_share=True)
+    pool.reset(seed=0)
+    victim = pool._workers.processes[1]
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.join(2)
+    with pytest.raises(WorkerError, match=r"worker 1 .*envs 4\.\.7.*signal 9"):
+        pool.step(np.zeros(12, np.int32))
+    assert pool.closed
 
 
 def test_killed_worker_is_reported_quickly(no_leaks):

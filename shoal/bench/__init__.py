@@ -13,7 +13,10 @@ Contenders (each an opener of shoal.bench.steppers, planned in shoal.bench.cartp
   shoal Serial       shoal.make(..., backend="serial"); pool.step in a Python loop.
   shoal processes sync / async
                      shoal.make(..., num_workers=w); step, or async_reset then
-                     recv()/send() with batch_size = num_envs // 2.
+                     recv()/send() with batch_size = num_envs // 2. Where w is
+                     the available cores, the pool is the default one (sync:
+                     w - 1 processes plus the caller stepping a share,
+                     parent_share), as shoal.make(...) with no num_workers.
   gymnasium Sync/AsyncVectorEnv
                      over gymnasium.make("CartPole-v1"); slow, so only small
                      num_envs and short runs (AsyncVectorEnv: one process per env).

@@ -87,18 +87,22 @@ def c_loop(spec, n: int):
 
 def native_pool(spec, n: int, workers: int | None = None, batch: int | None = None):
     """shoal's native pool of n envs `spec` (seed 0): Serial (workers None)
-    or Multiprocessing over `workers` processes. Without batch: reset, then
+    or Multiprocessing over `workers` workers (the default pool when that is
+    the available cores). Without batch: reset, then
     pool.step of all n; with batch (< n): async_reset, then recv() one batch
     while the others step and send its actions."""
-    from shoal.pool import Multiprocessing, Serial
+    from shoal.pool import Multiprocessing, Serial, available_cores
 
     actions = table(spec, batch or n)
+    # As many workers as cores: the default pool, as users get it (sync: the
+    # parent steps a share; Multiprocessing's parent_share)
+    given = None if workers == available_cores() else workers
     if workers is None:
         pool = Serial(spec, n, seed=0)
     elif batch is None:
-        pool = Multiprocessing(spec, n, num_workers=workers, seed=0)
+        pool = Multiprocessing(spec, n, num_workers=given, seed=0)
     else:
-        pool = Multiprocessing(spec, n, num_workers=workers, batch_size=batch, seed=0)
+        pool = Multiprocessing(spec, n, num_workers=given, batch_size=batch, seed=0)
     if batch is None:
         return stepping(pool, step_all(pool, n, actions), partial(pool.reset, seed=0))
     return stepping(pool, step_batches(pool, batch, actions), partial(pool.async_reset, seed=0))
