@@ -121,7 +121,7 @@ EOF"
         ;;
     overhead)   # where a 16-worker CartPole step's time goes (stepping, action copy, hand-off)
         stage overhead 300 "mkdir -p $OUT/bench && $PY scripts/pool_overhead.py --out $OUT/bench/overhead.md \
-            --num-envs 16384 65536 262144 1048576 --workers 1 8 15 16 --seconds 0.5"
+            --num-envs 16384 65536 262144 1048576 --workers 1 8 15 16 --seconds 0.5 --parent-share"
         ;;
     pack)   # one archive: the device tool returns only a few files
         (cd "$OUT" && tar czf /tmp/shoal_out.tgz --exclude=shoal_out.tgz . && find . -mindepth 1 -delete \

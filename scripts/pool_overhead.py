@@ -4,6 +4,7 @@ Python), for a sweep of num_envs and worker counts.
 
     python scripts/pool_overhead.py                                  # CartPole, this machine's cores
     python scripts/pool_overhead.py --num-envs 65536 262144 --workers 1 4 8 15 16 --out OUT/overhead.md
+    python scripts/pool_overhead.py --parent-share      # also W - 1 workers + the parent stepping a share
 
 For each (num_envs, workers): pool.step with pre-sampled int32 actions for
 --seconds, after a warm-up. From the same run:
@@ -16,9 +17,13 @@ For each (num_envs, workers): pool.step with pre-sampled int32 actions for
 - rest = wall - busy max - copy: hand-off both ways, waiting for
   stragglers beyond the busiest worker's mean, the pool's Python;
 - ratio: steps/s over (the 1-core C loop x workers), the C loop measured at
-  the same num_envs in this run (shoal.bench.timing.c_loop).
-A row where "busy max" is near "wall" is bound by the stepping (cores,
-memory); one where "rest" dominates is bound by the hand-off.
+  the same num_envs in this run (shoal.bench.timing.c_loop);
+- worker speed: a worker's own stepping rate (its envs / its busy time) over
+  the 1-core C loop's: below 1 when workers step slower side by side than
+  one core alone (clock boost spread over more cores, shared caches and
+  memory, SMT siblings).
+A row where "busy max" is near "wall" is bound by the stepping (see worker
+speed); one where "rest" dominates is bound by the hand-off.
 """
 from __future__ import annotations
 
@@ -33,11 +38,14 @@ from shoal.pool import Multiprocessing, _native
 from shoal.pool.native import available_cores
 
 
-def step_rate_and_busy(env: str, num_envs: int, workers: int, seconds: float, warmup: float):
-    """(steps/s, per-step busy seconds of each worker) of a Multiprocessing pool."""
+def step_rate_and_busy(env: str, num_envs: int, workers: int, seconds: float, warmup: float,
+                       parent_share: bool = False):
+    """(steps/s, per-step busy seconds of each worker process) of a
+    Multiprocessing pool (parent_share: `workers` blocks, the last stepped
+    by this process, whose time is not in the busy columns)."""
     spec = shoal.envs.spec(env)
     actions = steppers.table(spec, num_envs)
-    with Multiprocessing(spec, num_envs, num_workers=workers, seed=0) as pool:
+    with Multiprocessing(spec, num_envs, num_workers=workers, parent_share=parent_share, seed=0) as pool:
         pool.reset(seed=0)
         step = steppers.step_all(pool, num_envs, actions)
         timing.run_for(step, warmup)
@@ -77,6 +85,9 @@ def main() -> None:
                    default=sorted({1, max(1, cores // 2), max(1, cores - 1), cores}))
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--warmup", type=float, default=0.3)
+    p.add_argument("--parent-share", action="store_true",
+                   help="also a row per worker count >= 2 with the parent stepping a share "
+                        "(Multiprocessing(parent_share=True); workers counts the parent)")
     p.add_argument("--out", help="also write the table to this markdown file")
     args = p.parse_args()
 
@@ -88,24 +99,25 @@ def main() -> None:
              f"{' '.join(map(str, args.num_envs))} --workers {' '.join(map(str, args.workers))} "
              f"--seconds {args.seconds}`", "",
              "| num_envs | workers | steps/s | vs C loop x workers | wall us/step | busy mean | busy max "
-             "| copy | rest | busy share |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| copy | rest | busy share | worker speed |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     print("\n".join(lines), flush=True)
     for n in args.num_envs:
         limit = c_loop_rate(args.env, n, args.seconds, args.warmup)
         copy = copy_seconds(args.env, n)
-        for w in args.workers:
-            if w > n:
-                continue
-            rate, busy = step_rate_and_busy(args.env, n, w, args.seconds, args.warmup)
+        shares = [False, True] if args.parent_share else [False]
+        for w, share in [(w, share) for w in args.workers for share in shares if w <= n and w >= 1 + share]:
+            rate, busy = step_rate_and_busy(args.env, n, w, args.seconds, args.warmup, share)
             wall = n / rate
             rest = wall - busy.max() - copy
-            row = (f"| {n} | {w} | {timing.format_rate(rate)} | {rate / (limit * w):.2f} | {wall * us:.0f} "
+            label = f"{w - 1} + parent" if share else f"{w}"
+            row = (f"| {n} | {label} | {timing.format_rate(rate)} | {rate / (limit * w):.2f} | {wall * us:.0f} "
                    f"| {busy.mean() * us:.0f} | {busy.max() * us:.0f} | {copy * us:.0f} | {rest * us:.0f} "
-                   f"| {busy.mean() / wall:.2f} |")
+                   f"| {busy.mean() / wall:.2f} | {n / w / busy.mean() / limit:.2f} |")
             lines.append(row)
             print(row, flush=True)
-    lines += ["", f"C loop, 1 core: measured per num_envs in the same run; busy share = busy mean / wall."]
+    lines += ["", "C loop, 1 core: measured per num_envs in the same run; busy share = busy mean / wall; "
+                  "worker speed = (num_envs / workers) / busy mean / C loop."]
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")
