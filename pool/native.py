@@ -691,15 +691,15 @@ class Multiprocessing(NativePool):
         self._ctrl = self._buffers.control_address
         self._batch_workers = []  # per batch: (first worker, count)
         self.parent_share = self._choose_parent_share()
-        if self.parent_share:   # the last block is stepped here, in _finish
-            start, stop = self._plan[0][-1]
-            self._local = self.spec.load_binding().Block(self._buffers, start, stop, mode, keep_final)
         watch = ParentWatch()
         try:
             pipes = self._launch(ctx, mode, keep_final, watch)
         finally:
             watch.close()  # every worker has its own copy once started
         self._wait_started(pipes)
+        if self.parent_share:   # the last block, stepped here in _finish (built after the
+            start, stop = self._plan[0][-1]   # forks: no worker inherits its env objects)
+            self._local = self.spec.load_binding().Block(self._buffers, start, stop, mode, keep_final)
 
     def _launch(self, ctx, mode: int, keep_final: bool, watch: ParentWatch) -> list:
         """Start every worker; returns the pipes on which they report ready."""
