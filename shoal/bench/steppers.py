@@ -147,19 +147,22 @@ def envpool_env(task_id: str, spec, n: int, batch: int, threads: int, **kwargs):
     outlive it into a fork."""
     import envpool
 
+    # EnvPool builds gymnasium Boxes from float64 bounds on make, reset and
+    # space access, and gymnasium warns each time: its spaces, not ours, so
+    # hushed for as long as the env is open.
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # gymnasium's Box precision warnings
+        warnings.filterwarnings("ignore", message=".*Box (low|high)'s precision lowered")
         env = envpool.make(task_id, env_type="gymnasium", num_envs=n, batch_size=batch, num_threads=threads,
                            seed=0, **kwargs)
-    try:
-        actions = table(spec, batch, dtype=env.action_space.dtype)
-        if batch == n:
-            env.reset()
-            yield step_all(env, n, actions)
-        else:
-            env.async_reset()
-            yield step_batches(env, batch, actions, env_ids=True)
-    finally:
-        env.close()
-        del env
-        gc.collect()
+        try:
+            actions = table(spec, batch, dtype=env.action_space.dtype)
+            if batch == n:
+                env.reset()
+                yield step_all(env, n, actions)
+            else:
+                env.async_reset()
+                yield step_batches(env, batch, actions, env_ids=True)
+        finally:
+            env.close()
+            del env
+            gc.collect()
