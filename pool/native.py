@@ -64,7 +64,8 @@ LONG_STEP_YIELD_S = 20e-6
 
 # Keyword arguments of the pools themselves; shoal.make and the gymnasium
 # vector env pass any other keyword to the env (env_kwargs).
-POOL_ARGS = frozenset({"num_workers", "batch_size", "autoreset_mode", "seed", "timeout", "context"})
+POOL_ARGS = frozenset({"num_workers", "batch_size", "autoreset_mode", "seed", "timeout", "context",
+                       "parent_share"})
 
 
 def split_env_kwargs(kwargs: dict) -> tuple[dict, dict]:

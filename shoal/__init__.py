@@ -83,8 +83,9 @@ def make(env: str, num_envs: int = 1, backend: str = "multiprocessing", **kwargs
 
     backend: "serial" (in this process) or "multiprocessing" (worker
     processes over shared memory). Keyword arguments go to the pool
-    (num_workers, batch_size, autoreset_mode, seed, timeout, context: see
-    shoal.pool.NativePool) or, any other, to the env: MuJoCo envs take
+    (num_workers, batch_size, autoreset_mode, seed, timeout: see
+    shoal.pool.NativePool; context, parent_share: multiprocessing only, see
+    shoal.pool.Multiprocessing) or, any other, to the env: MuJoCo envs take
     gymnasium's (shoal.make("HalfCheetah", 16, ctrl_cost_weight=0.2)).
     """
     from shoal import pool
@@ -95,6 +96,10 @@ def make(env: str, num_envs: int = 1, backend: str = "multiprocessing", **kwargs
         raise ValueError(f"unknown backend {backend!r}; expected one of {sorted(backends)}")
     explicit = kwargs.pop("env_kwargs", None) or {}
     pool_kwargs, env_kwargs = split_env_kwargs(kwargs)
+    processes_only = sorted({"context", "parent_share"} & set(pool_kwargs))
+    if backend == "serial" and processes_only:
+        raise ValueError(f"{', '.join(processes_only)}: options of backend='multiprocessing' "
+                         f"(worker processes); backend='serial' steps every env in this process")
     return backends[backend](env, num_envs, env_kwargs={**explicit, **env_kwargs}, **pool_kwargs)
 
 

@@ -314,6 +314,10 @@ def test_parent_share_default_and_refusals(no_leaks):
         Multiprocessing("CartPole", 16, num_workers=1, parent_share=True)
     with pytest.raises(ValueError, match="parent_share"):
         Multiprocessing("CartPole", 16, parent_share="yes")
+    with shoal.make("CartPole", 16, parent_share=False) as pool:   # a pool option, not an env one
+        assert not pool.parent_share
+    with pytest.raises(ValueError, match="parent_share: options of backend='multiprocessing'"):
+        shoal.make("CartPole", 16, backend="serial", parent_share=True)
 
 
 def test_killed_worker_is_reported_with_a_parent_share(no_leaks):
