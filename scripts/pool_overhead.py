@@ -44,7 +44,7 @@ def step_rate_and_busy(env: str, num_envs: int, workers: int, seconds: float, wa
     Multiprocessing pool (parent_share: `workers` blocks, the last stepped
     by this process, whose time is not in the busy columns)."""
     spec = shoal.envs.spec(env)
-    actions = steppers.table(spec, num_envs)
+    actions = steppers.table(spec, num_envs * spec.agents)
     with Multiprocessing(spec, num_envs, num_workers=workers, parent_share=parent_share, seed=0) as pool:
         pool.reset(seed=0)
         step = steppers.step_all(pool, num_envs, actions)
@@ -58,10 +58,11 @@ def step_rate_and_busy(env: str, num_envs: int, workers: int, seconds: float, wa
 
 
 def copy_seconds(env: str, num_envs: int, repeats: int = 200) -> float:
-    """The parent's action check-and-copy of num_envs rows, alone."""
+    """The parent's action check-and-copy for num_envs envs, alone (warm:
+    the same few arrays over and over)."""
     spec = shoal.envs.spec(env)
-    actions = steppers.table(spec, num_envs)
-    rows = actions.reshape(len(actions), num_envs, -1)
+    actions = steppers.table(spec, num_envs * spec.agents)
+    rows = actions.reshape(len(actions), num_envs * spec.agents, -1)
     out = np.empty(rows.shape[1:], np.int32)
     nvec = np.asarray(spec.action_nvec, np.int32)
     start = time.perf_counter()
@@ -71,9 +72,10 @@ def copy_seconds(env: str, num_envs: int, repeats: int = 200) -> float:
 
 
 def c_loop_rate(env: str, num_envs: int, seconds: float, warmup: float) -> float:
+    """The 1-core C loop in env-steps/s (it counts agent-steps)."""
     spec = shoal.envs.spec(env)
     with steppers.c_loop(spec, num_envs) as step:
-        return timing.median_rate(step, seconds, warmup, 3)
+        return timing.median_rate(step, seconds, warmup, 3) / spec.agents
 
 
 def main() -> None:

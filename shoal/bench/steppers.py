@@ -81,8 +81,8 @@ def stepping(env, step: Callable[[], int], start: Callable[[], object] | None = 
 # ---- openers -----------------------------------------------------------------------------
 def c_loop(spec, n: int):
     """The env's vector loop over n envs in nogil C calls, one core
-    (timing.c_loop)."""
-    return timing.c_loop(spec, n, table(spec, n))
+    (timing.c_loop: counts agent-steps)."""
+    return timing.c_loop(spec, n, table(spec, n * (spec.agents if spec is not None else 1)))
 
 
 def native_pool(spec, n: int, workers: int | None = None, batch: int | None = None):
