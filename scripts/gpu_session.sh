@@ -7,8 +7,9 @@
 # pure-Python and binary packages the GPU machine lacks (gymnasium,
 # pettingzoo, mpe2, pillow, rich, a trimmed EnvPool), unpacked onto
 # PYTHONPATH; and optionally .whl/so312.tar.xz from scripts/gpu_prep.sh
-# (the extensions prebuilt, used only if built from these very sources). Every stage logs to OUT/<stage>.log and never stops the others
-# (each has its own time limit). Stages:
+# (the extensions prebuilt, used only if built from these very sources).
+# Every stage logs to OUT/<stage>.log and never stops the others (each has
+# its own time limit). Stages:
 #
 #   setup      install shoal (-e), build every CUDA kernel in parallel, versions
 #   gputests   the CUDA tests (parity, kernels, nvcc), verbose
@@ -117,7 +118,7 @@ EOF"
         ;;
     bench)   # CartPole to 262,144 envs on 1, 8, 15 and 16 workers vs EnvPool, then the other envs
         stage bench 560 "mkdir -p $OUT/bench && $PY -m shoal bench --out $OUT/bench/bench.md \
-            ${BENCH_ARGS:---contenders c_loop,sync,async,envpool,envs --num-envs 4096,16384,65536,262144 --workers 1,8,15,16}"
+            ${BENCH_ARGS:---contenders c_loop,sync,async,envpool,envs --num-envs 4096,16384,65536,262144 --workers 1,8,15,16 --seconds 0.5}"
         ;;
     overhead)   # where a 16-worker CartPole step's time goes (stepping, action copy, hand-off)
         stage overhead 300 "mkdir -p $OUT/bench && $PY scripts/pool_overhead.py --out $OUT/bench/overhead.md \
