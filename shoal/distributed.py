@@ -133,8 +133,8 @@ class NodeSum:
         over the ranks: a new tensor."""
         nbytes = x.numel() * x.element_size()
         if nbytes > self.capacity:              # every rank sees the same size: they grow together
-            self.close()
-            self._map(max(nbytes, 2 * self.capacity))
+            self.close()                        # (doubling, but never past Dist._sum's limit)
+            self._map(max(nbytes, min(2 * self.capacity, NODE_SUM_MAX_BYTES // self.world)))
         self.generation = (self.generation + 1) & 0xFFFFFFFF
         set_offset = self.slots_offset + (self.generation % 2) * self.world * self.capacity
         slots = self.region[set_offset:set_offset + self.world * self.capacity].view(self.world, self.capacity)
