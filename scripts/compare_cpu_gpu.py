@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 import shoal
+from shoal.bench.steppers import pool_workers
 from shoal.bench.timing import action_table, cpu_line, cpu_model, cycling, format_rate, median_rate
 from shoal.cuda import CudaVecEnv
 from shoal.envs import names as env_names, spec as env_spec
@@ -122,8 +123,7 @@ def gpu_throughput(spec, n: int, s) -> float:
 
 
 def cpu_throughput(spec, n: int, workers: int, s) -> float:
-    # all the cores: the default pool, as users get it (the parent steps a share)
-    pool = Multiprocessing(spec, n, num_workers=None if workers == available_cores() else workers, seed=0)
+    pool = Multiprocessing(spec, n, num_workers=pool_workers(workers), seed=0)
     next_actions = cycling(sampled_actions(spec, pool.num_rows))
 
     def step():

@@ -85,18 +85,25 @@ def c_loop(spec, n: int):
     return timing.c_loop(spec, n, table(spec, n * (spec.agents if spec is not None else 1)))
 
 
+def pool_workers(workers: int | None) -> int | None:
+    """The num_workers to build a Multiprocessing pool with for `workers`:
+    None (the default pool, as users get it: sync pools then have the parent
+    step a share, Multiprocessing's parent_share) when it is all the cores."""
+    from shoal.pool import available_cores
+
+    return None if workers == available_cores() else workers
+
+
 def native_pool(spec, n: int, workers: int | None = None, batch: int | None = None):
     """shoal's native pool of n envs `spec` (seed 0): Serial (workers None)
     or Multiprocessing over `workers` workers (the default pool when that is
     the available cores). Without batch: reset, then
     pool.step of all n; with batch (< n): async_reset, then recv() one batch
     while the others step and send its actions."""
-    from shoal.pool import Multiprocessing, Serial, available_cores
+    from shoal.pool import Multiprocessing, Serial
 
     actions = table(spec, batch or n)
-    # As many workers as cores: the default pool, as users get it (sync: the
-    # parent steps a share; Multiprocessing's parent_share)
-    given = None if workers == available_cores() else workers
+    given = pool_workers(workers)
     if workers is None:
         pool = Serial(spec, n, seed=0)
     elif batch is None:
