@@ -717,6 +717,15 @@ def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict, dist: Dist = D
 # ============================================================================
 # 4. Evaluation, checkpoints, logs
 # ============================================================================
+def eval_seeds(train_cfg: dict) -> tuple[int, int]:
+    """The seeds of a run's evaluations, from its [train] config:
+    (during training, final). Each evaluation plays the same episodes every
+    time, so `shoal eval --seed S --episodes <eval_episodes>` replays them
+    with a saved checkpoint; the final one is held out from the stopping rule."""
+    during = 10**9 + train_cfg["seed"] * train_cfg["eval_episodes"]
+    return during, during + 1
+
+
 @torch.no_grad()
 def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: bool = True,
              device="cpu", max_steps: int | None = None, env_kwargs: dict | None = None) -> dict:
@@ -1188,7 +1197,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     logger = Logger(run_dir, cfg, resume=bool(resume), world_size=dist.world_size) if dist.is_main else None
     batch = tc["num_steps"] * pool.num_rows * dist.world_size  # rows stepped per update, all ranks
     num_updates = max(1, math.ceil(tc["total_timesteps"] / batch))
-    eval_seed = 10**9 + seed * tc["eval_episodes"]
+    eval_seed, final_eval_seed = eval_seeds(tc)
     summary = {"run_dir": run_dir, "checkpoint": ckpt_path, "interrupted": False}
     last_eval = float("nan")
     episodes, ret_sum, len_sum = 0, 0.0, 0.0
@@ -1310,7 +1319,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     summary["rank"], summary["world_size"] = dist.rank, dist.world_size
     if not summary["interrupted"] and dist.is_main:
         policy.eval()
-        final = evaluate(policy, env, tc["eval_episodes"], eval_seed + 1, tc["eval_deterministic"], device,
+        final = evaluate(policy, env, tc["eval_episodes"], final_eval_seed, tc["eval_deterministic"], device,
                          env_kwargs=eval_kwargs)
         summary["eval_return"] = final["mean_return"]
     # The process group is destroyed before the interpreter exits (gloo's

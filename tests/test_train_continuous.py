@@ -224,7 +224,7 @@ def test_halfcheetah_trains_end_to_end_and_the_checkpoint_keeps_the_statistics(t
     # The checkpoint's policy plays exactly as the run's did in its final evaluation ...
     policy, saved_cfg = train.policy_from_checkpoint(ckpt)
     assert torch.equal(policy.obs_rms.mean, ckpt["policy"]["obs_rms.mean"])
-    eval_seed = 10**9 + saved_cfg["train"]["seed"] * saved_cfg["train"]["eval_episodes"] + 1
+    eval_seed = train.eval_seeds(saved_cfg["train"])[1]
     r = train.evaluate(policy, "HalfCheetah", 2, eval_seed)
     assert r["mean_return"] == summary["eval_return"]
     # ... because it normalises with the saved statistics: without them it plays otherwise
