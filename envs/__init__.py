@@ -15,8 +15,10 @@ The registry is every such folder.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -283,5 +285,21 @@ def spec(name: str, **env_kwargs) -> EnvSpec:
     if _key(name) not in found:
         if _key(name) in unbuilt:
             raise BindingNotBuiltError(unbuilt[_key(name)].env_name, str(unbuilt[_key(name)]))
-        raise ValueError(f"unknown env {name!r}; shoal has: {', '.join(names())}")
+        raise ValueError(_unknown_env_message(name, found))
     return found[_key(name)].configure(**env_kwargs)
+
+
+def _unknown_env_message(name: str, found: dict) -> str:
+    """Why `name` names no env, with the likeliest meant one first: a
+    gymnasium id ("CartPole-v1", "shoal/Pong-v5", "ALE/Pong-v5") names the
+    env without its namespace and version; else the closest names."""
+    bare = re.sub(r"-v\d+$", "", str(name).rsplit("/", 1)[-1])
+    if _key(bare) in found:
+        meant = [found[_key(bare)].name]
+    else:
+        by_key = {_key(n): n for n in names()}
+        meant = [by_key[k] for k in difflib.get_close_matches(_key(bare), by_key, n=3, cutoff=0.6)]
+    hint = f"did you mean {' or '.join(repr(m) for m in meant)}? " if meant else ""
+    return (f"unknown env {name!r}; {hint}shoal's envs go by name alone, with no namespace or version "
+            f"('shoal/<name>-v<N>' is the gymnasium id, for gymnasium.make and make_vec). "
+            f"shoal has: {', '.join(names())}")

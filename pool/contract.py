@@ -23,6 +23,17 @@ def validate_num_envs(num_envs) -> int:
     return int(num_envs)
 
 
+def out_of_range_message(action_row, row: int, nvec: list) -> str:
+    """The error for a discrete action outside its space: Discrete(n) names
+    [0, n); MultiDiscrete names the first bad component and its range."""
+    values = np.atleast_1d(np.asarray(action_row)).tolist()
+    if len(nvec) == 1:
+        return f"action {values[0]} at row {row} is out of range: expected an integer in [0, {nvec[0]})"
+    k = next((k for k, (v, n) in enumerate(zip(values, nvec)) if not 0 <= v < n), 0)
+    return (f"action {values} at row {row} is out of range: component {k} is {values[k]}, "
+            f"expected [0, {nvec[k]}) (nvec {list(nvec)})")
+
+
 def draw_seed() -> int:
     """A construction seed from OS entropy (when the user gives none)."""
     return int(np.random.SeedSequence().entropy % (2**63))

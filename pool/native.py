@@ -49,6 +49,7 @@ from shoal.pool.contract import (
     episode_stats_since,
     fill_reset_requests,
     keep_unmasked,
+    out_of_range_message,
     parse_reset_mask,
     same_step_info,
     validate_num_envs,
@@ -421,8 +422,7 @@ class NativePool:
         bad = _native.copy_actions(np.ascontiguousarray(a.reshape(len(a), -1)),
                                    target.reshape(len(target), -1), self._nvec)
         if bad >= 0:
-            raise ValueError(f"action {a[bad].tolist()} at row {rows.start + bad} is out of range: "
-                             f"expected components in [0, {self._nvec.tolist()})")
+            raise ValueError(out_of_range_message(a[bad], rows.start + bad, self._nvec.tolist()))
 
     def step(self, actions):
         """Step every env once.

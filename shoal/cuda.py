@@ -47,6 +47,7 @@ from shoal.pool.contract import (
     episode_stats_since,
     fill_reset_requests,
     keep_unmasked,
+    out_of_range_message,
     parse_reset_mask,
     same_step_info,
     validate_num_envs,
@@ -405,8 +406,7 @@ class CudaVecEnv:
             bad = ((flat < 0) | (flat >= nvec)).any(dim=1)
             if bool(bad.any()):
                 row = int(bad.nonzero()[0, 0])
-                raise ValueError(f"action {a[row].tolist()} at row {row} is out of range: "
-                                 f"expected components in [0, {self.spec.action_nvec})")
+                raise ValueError(out_of_range_message(a[row].tolist(), row, list(self.spec.action_nvec)))
         if a.dtype == torch.int32 and a.device == self.device and a.is_contiguous():
             return a
         self.actions.copy_(a, non_blocking=True)

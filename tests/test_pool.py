@@ -199,7 +199,7 @@ def test_bad_actions_raise_and_step_nothing(backend, no_leaks):
             (np.zeros(3, np.int32), "shape"),
             (np.zeros((4, 1), np.int32), "shape"),
             (np.zeros(4, np.float32), "integers"),
-            (np.array([0, 1, 2, 0], np.int32), r"\[0, \[2\]\)"),
+            (np.array([0, 1, 2, 0], np.int32), r"action 2 at row 2 is out of range: expected an integer in \[0, 2\)"),
             (np.array([0, -1, 0, 0], np.int64), "out of range"),
             (np.array([0, 2**32, 0, 0], np.int64), "out of range"),  # would wrap to 0 in int32
             (np.array([0, 2**64 - 1, 0, 0], np.uint64), "out of range"),
@@ -212,6 +212,15 @@ def test_bad_actions_raise_and_step_nothing(backend, no_leaks):
         pool.step([0, 1, 1, 0])  # lists of ints are fine
 
 
+def test_multidiscrete_range_error_names_the_component():
+    with shoal.make("Explorer", 2, backend="serial") as pool:   # MultiDiscrete([3, 3]), 4 rows per env
+        actions = np.zeros((8, 2), np.int32)
+        actions[5, 1] = 3
+        with pytest.raises(ValueError, match=r"action \[0, 3\] at row 5 is out of range: component 1 is 3, "
+                                             r"expected \[0, 3\)"):
+            pool.step(actions)
+
+
 def test_inconsistent_sizes_are_rejected_clearly():
     with pytest.raises(ValueError, match="batch_size must divide"):
         Serial("CartPole", 10, batch_size=4)
@@ -221,8 +230,13 @@ def test_inconsistent_sizes_are_rejected_clearly():
         Serial("CartPole", 2, num_workers=3)
     with pytest.raises(ValueError, match="num_envs"):
         Serial("CartPole", 0)
-    with pytest.raises(ValueError, match="unknown env"):
+    with pytest.raises(ValueError, match="unknown env") as e:
         Serial("NoSuchEnv", 2)
+    assert "did you mean" not in str(e.value)
+    # a near miss, or a gymnasium id, names the env meant
+    for name in ("CartPol", "CartPole-v1", "shoal/CartPole-v0"):
+        with pytest.raises(ValueError, match=f"unknown env '{name}'; did you mean 'CartPole'"):
+            Serial(name, 2)
     with pytest.raises(ValueError, match="autoreset_mode"):
         Serial("CartPole", 2, autoreset_mode="sometimes")
     for bad_seed in (-1, True, 1.5, [0, "x"], [0]):
