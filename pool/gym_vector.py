@@ -18,10 +18,15 @@ with the same seeds and actions:
 - seeds: None continues each env's RNG, an int s seeds env i with s + i, a
   list gives one seed (or None) per env; options["reset_mask"] resets only
   the masked envs and is validated, and popped from `options`, as Sync does.
-- infos: {} in NEXT_STEP and DISABLED. In SAME_STEP, on a step where some
-  envs ended, "final_obs" (object array: None, or that env's last obs),
-  "final_info" ({}: the C envs have no info), and their masks "_final_obs",
-  "_final_info"; {} on steps where no env ended.
+- infos: header envs report no info of their own: {} in NEXT_STEP and
+  DISABLED. Library-backed envs (Atari, MuJoCo) report gymnasium's step-info
+  keys ("lives", "frame_number"...; "reward_forward", "x_position"...) as
+  float64 arrays with their "_" masks, false (and the value 0) where the
+  step was an autoreset, whose reset info is empty. In SAME_STEP, on a step
+  where some envs ended, "final_obs" (object array: None, or that env's
+  last obs), "final_info" ({}: the ended step's info is not kept), and their
+  masks "_final_obs", "_final_info"; nothing of the kind on steps where no
+  env ended.
 
 One difference from Sync, shared with gymnasium's AsyncVectorEnv: in
 DISABLED mode, stepping an env whose episode ended without resetting it is
@@ -111,7 +116,11 @@ class NativeVectorEnv(VectorEnv):
         # observation_space / action_space: the pool's, built on first read (properties below)
         self._env_seeds = [seed + i // self.agents_per_env for i in range(self.num_envs)]
         self._reset_done = False
-        self._no_final_info: dict = {}  # SAME_STEP "final_info": the C envs report no info
+        self._no_final_info: dict = {}  # SAME_STEP "final_info": the ended step's info is not kept
+        # Library-backed envs' step info (pool step info beyond these keys),
+        # and in NEXT_STEP which envs this step resets instead of stepping.
+        self._has_env_info = getattr(pool.spec.load_binding(), "info", None) is not None
+        self._autoresets = np.zeros(self.num_envs, dtype=np.bool_)
 
     @staticmethod
     def _check_supported(pool: NativePool, render_mode, max_episode_steps) -> None:
@@ -192,6 +201,7 @@ class NativeVectorEnv(VectorEnv):
         obs, _ = self._pool.reset(seed=pool_seed, options=None if pool_mask is None
                                   else {"reset_mask": pool_mask})
         self._remember_seeds(seed, reset_mask)
+        self._autoresets[slice(None) if reset_mask is None else reset_mask] = False
         self._reset_done = True
         return (obs.copy() if self.copy else obs), self._mask_info()
 
@@ -261,15 +271,44 @@ class NativeVectorEnv(VectorEnv):
         # arrays (copy=True: later steps never overwrite them); nothing is
         # built for infos on the common step where no env ended.
         infos = {} if self.agents_per_env == 1 else self._mask_info()
-        if self.autoreset_mode is AutoresetMode.SAME_STEP:
-            ended = pool_info["_final_obs"]
-            if ended.any():
-                infos.update(self._final_infos(pool_info["final_obs"], ended))
+        env_infos = self._env_infos(pool_info, terminations, truncations) if self._has_env_info else {}
+        ended = pool_info["_final_obs"] if self.autoreset_mode is AutoresetMode.SAME_STEP else None
+        if ended is not None and ended.any():
+            # Sync's key order: that of the first env's own entries
+            final_infos = self._final_infos(pool_info["final_obs"], ended)
+            for part in ((final_infos, env_infos) if ended[0] else (env_infos, final_infos)):
+                infos.update(part)
+        else:
+            infos.update(env_infos)
         return ((obs.copy() if self.copy else obs),
                 rewards.astype(np.float64),  # the pool's float32 -> a new float64 array, as Sync
                 terminations.copy(),
                 truncations.copy(),
                 infos)
+
+    _NOT_ENV_INFO = frozenset({"final_obs", "_final_obs", "env_id"})
+
+    def _env_infos(self, pool_info: dict, terminations: np.ndarray, truncations: np.ndarray) -> dict:
+        """The library-backed env's step info as SyncVectorEnv gathers it from
+        shoal.single.SingleEnv's (floats; an autoreset's info is empty):
+        float64 arrays, 0 and masked false where this step was a reset."""
+        ended = terminations | truncations
+        if self.autoreset_mode is AutoresetMode.NEXT_STEP:
+            stepped = ~self._autoresets
+            self._autoresets = ended
+        elif self.autoreset_mode is AutoresetMode.SAME_STEP:
+            stepped = ~ended
+        else:
+            stepped = np.ones(self.num_envs, dtype=np.bool_)
+        infos = {}
+        if not stepped.any():  # every env reset: no env reported an info
+            return infos
+        for key, per_env in pool_info.items():
+            if key not in self._NOT_ENV_INFO:
+                values = np.repeat(per_env, self.agents_per_env) if self.agents_per_env > 1 else per_env
+                infos[key] = np.where(stepped, values, 0.0)
+                infos[f"_{key}"] = stepped.copy()
+        return infos
 
     def _final_infos(self, final_obs: np.ndarray, ended: np.ndarray) -> dict:
         """SyncVectorEnv's SAME_STEP infos (its `_add_info` of {"final_obs",

@@ -219,6 +219,7 @@ class NativePool:
         self._in_flight: deque[int] = deque()   # batches sent, in recv order
         self._with_user: deque[int] = deque()   # batches received, awaiting send
         self._seen = np.zeros(num_envs, dtype=SEEN_DTYPE)
+        self._info_views: dict | None = None   # library-backed envs' step info (see _env_info)
         self.closed = False
         try:
             self._start_workers()
@@ -435,6 +436,10 @@ class NativePool:
             (obs, rewards, terminals, truncations, info), views of the shared
             buffers overwritten by the next call. In SAME_STEP mode info holds
             "final_obs", valid in the rows where info["_final_obs"].
+            Library-backed envs add gymnasium's step-info keys, one value
+            per env (Atari: "lives", "episode_frame_number",
+            "frame_number"; MuJoCo: its reward terms and positions): after
+            an autoreset, the reset's values.
 
         Raises:
             ValueError: actions of the wrong shape, dtype or range (nothing
@@ -476,11 +481,32 @@ class NativePool:
             raise
 
     def _step_info(self, rows: slice) -> dict:
+        info = self._env_info(rows)
         if self.autoreset_mode != AutoresetMode.SAME_STEP:
-            return {}
+            return info
         b = self._buffers
-        return same_step_info(b.final_obs[rows], self._final_mask[rows], b.terminals[rows],
-                              b.truncations[rows])
+        info.update(same_step_info(b.final_obs[rows], self._final_mask[rows], b.terminals[rows],
+                                   b.truncations[rows]))
+        return info
+
+    def _env_info(self, rows: slice) -> dict:
+        """The step info of the envs of `rows`: {} for header envs; for
+        library-backed envs gymnasium's step-info keys (Atari's lives and
+        frame numbers, MuJoCo's reward terms and positions), one value per
+        env, as views of the shared env states. The views of each row range
+        are built once (the binding is loaded on first use, after any fork);
+        each step gets a new dict of them, which the caller may extend."""
+        if self._info_views is None:
+            self._info_views = {"of": getattr(self.spec.load_binding(), "info", None)}
+        info_of = self._info_views["of"]
+        if info_of is None:
+            return {}
+        views = self._info_views.get((rows.start, rows.stop))
+        if views is None:
+            envs = slice(rows.start // self.agents, rows.stop // self.agents)
+            views = {key: values[envs] for key, values in info_of(self._buffers.env_states).items()}
+            self._info_views[(rows.start, rows.stop)] = views
+        return dict(views)
 
     def send(self, actions, env_ids=None) -> None:
         """Step the batch returned by the oldest unanswered recv(); returns at once.
@@ -521,7 +547,8 @@ class NativePool:
 
         Returns:
             (obs, rewards, terminals, truncations, info) for the batch's rows,
-            views of the shared buffers; info["env_id"] holds its env indices.
+            views of the shared buffers; info["env_id"] holds its env indices
+            (and library-backed envs' step-info keys, as step()'s).
 
         Raises:
             RuntimeError: nothing in flight; misuse as step().
@@ -573,6 +600,7 @@ class NativePool:
         own (obs, masks, methods) raise PoolClosedError. In a forked child
         it only marks this copy closed: the workers are the parent's."""
         self.closed = True
+        self._info_views = None
 
     def __enter__(self):
         return self

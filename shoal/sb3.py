@@ -13,7 +13,10 @@ It behaves as SB3's `DummyVecEnv` over single shoal envs does, step for step
 (tested): the step that ends an episode returns the next episode's first
 obs, with the last obs in `infos[i]["terminal_observation"]` and
 `infos[i]["TimeLimit.truncated"]` set as SB3 expects; `seed(s)` seeds env i
-with s + i at the next reset. The envs step in shoal's worker processes
+with s + i at the next reset. Library-backed envs (MuJoCo, Atari) also put
+their own step info in `infos[i]` ("reward_forward", "lives", ...), except
+on the step that ends an episode: the pool keeps the last obs of an ended
+episode, not its info. The envs step in shoal's worker processes
 (any `shoal.make` argument: `num_workers`, `backend`, ...), straight into
 shared memory.
 
@@ -55,6 +58,7 @@ def sb3_dones_and_infos(terminated, truncated, info: dict) -> tuple[np.ndarray, 
     dones = terminated | truncated
     infos: list[dict[str, Any]] = [{"TimeLimit.truncated": t}
                                    for t in (truncated & ~terminated).tolist()]
+    _add_env_infos(info, dones, infos)
     ended = np.flatnonzero(dones)
     if not ended.size:
         return dones, infos
@@ -69,6 +73,31 @@ def sb3_dones_and_infos(terminated, truncated, info: dict) -> tuple[np.ndarray, 
             obs = final[i]
             infos[i]["terminal_observation"] = obs.copy() if isinstance(obs, np.ndarray) else obs
     return dones, infos
+
+
+_NOT_ENV_INFO = frozenset({"final_obs", "final_info", "env_id"})
+
+
+def _add_env_infos(info: dict, dones: np.ndarray, infos: list[dict]) -> None:
+    """The envs' own step info (library-backed envs: MuJoCo's reward terms,
+    Atari's lives...) into each env's dict, as DummyVecEnv passes on each
+    env's: from a gymnasium VectorEnv's dict of arrays (where its "_" mask
+    is set; for an ended env, from "final_info", the ended step's), or from
+    a native pool's per-env arrays, which hold no ended step's values (the
+    env has reset since): an ended env gets none of them."""
+    final_info = info.get("final_info") or {}
+    for key, values in info.items():
+        if key.startswith("_") or key in _NOT_ENV_INFO:
+            continue
+        present = info.get(f"_{key}")
+        for i in np.flatnonzero(~dones if present is None else present & ~dones).tolist():
+            infos[i][key] = values[i].item() if isinstance(values[i], np.generic) else values[i]
+    for key, values in final_info.items():
+        if key.startswith("_") or key in _NOT_ENV_INFO:
+            continue
+        present = final_info.get(f"_{key}")
+        for i in np.flatnonzero(dones if present is None else present & dones).tolist():
+            infos[i][key] = values[i].item() if isinstance(values[i], np.generic) else values[i]
 
 
 class _SameStepVecEnv(VecEnv):

@@ -400,3 +400,42 @@ def test_unsupported_arguments_are_rejected(no_leaks):
         NativeVectorEnv("CartPole", 4, batch_size=2)
     ok = gymnasium.make_vec(ENV_ID, num_envs=2, max_episode_steps=500, backend="serial")
     ok.close()
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+@pytest.mark.parametrize("env_id, library, steps, kwargs", [
+    ("shoal/Hopper-v5", "mujoco", 150, {}),                                   # falls every ~20 steps
+    ("shoal/Pong-v5", "ale_py", 70, {"max_num_frames_per_episode": 120}),    # truncated every ~30 steps
+])
+def test_library_env_step_infos_equal_syncs(mode, env_id, library, steps, kwargs):
+    """Library-backed envs' step info (MuJoCo's reward terms, Atari's lives
+    and frame numbers) as SyncVectorEnv gathers it from gymnasium.make's
+    envs: float64 values with "_" masks, masked out on autoreset steps. In
+    SAME_STEP, "final_info" is the one difference: the ended step's info is
+    not kept ({} here; Sync has the values)."""
+    pytest.importorskip(library)
+    native = gymnasium.make_vec(env_id, num_envs=3, vectorization_mode="vector_entry_point",
+                                autoreset_mode=mode, backend="serial", **kwargs)
+    sync = gymnasium.make_vec(env_id, num_envs=3, vectorization_mode="sync",
+                              vector_kwargs={"autoreset_mode": mode}, **kwargs)
+    try:
+        sync.action_space.seed(0)
+        assert_same(native.reset(seed=5), sync.reset(seed=5), "reset")
+        ends, reported = 0, 0
+        for t in range(steps):
+            actions = sync.action_space.sample()
+            result, reference = native.step(actions), sync.step(actions)
+            if mode == AutoresetMode.SAME_STEP:
+                assert result[4].pop("final_info", {}) == {}
+                reference[4].pop("final_info", None)
+            assert_same(result, reference, f"step {t}")
+            reported += any(not k.startswith("_") and k not in ("final_obs",) for k in result[4])
+            done = reference[2] | reference[3]
+            ends += int(done.sum())
+            if mode == AutoresetMode.DISABLED and done.any():
+                assert_same(native.reset(options={"reset_mask": done.copy()}),
+                            sync.reset(options={"reset_mask": done.copy()}), f"reset_mask after step {t}")
+        assert ends >= 3 and reported >= steps - ends, (ends, reported)
+    finally:
+        native.close()
+        sync.close()

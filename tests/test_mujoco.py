@@ -129,6 +129,37 @@ def test_seed_rule_and_pools_agree():
     single.close()
 
 
+def test_async_pool_infos_are_each_envs_step_info(no_leaks):
+    """recv()'s info holds, for the batch's envs, gymnasium's step-info keys
+    (reward terms, positions): env i's values are SingleEnv i's (seed s + i)
+    after the same actions."""
+    n, steps = 4, 12
+    actions = np.random.default_rng(1).uniform(-0.1, 0.1, (steps, n, 3)).astype(np.float32)
+    singles = [gymnasium.make("shoal/Hopper-v5") for _ in range(n)]
+    try:
+        for i, single in enumerate(singles):
+            single.reset(seed=3 + i)
+        with Multiprocessing("Hopper", n, num_workers=2, batch_size=2, seed=3) as pool:
+            pool.async_reset(seed=3)
+            sent = np.zeros(n, dtype=int)   # actions sent to each env so far
+            for _ in range((steps + 1) * pool.num_batches):
+                _, _, term, trunc, info = pool.recv()
+                envs = info["env_id"]
+                assert not (term | trunc).any()
+                for row, i in enumerate(envs):
+                    if sent[i]:   # a step's result (the first recv of a batch is its reset)
+                        expected = singles[i].step(actions[sent[i] - 1, i])[4]
+                        assert expected and set(expected) < set(info), (sorted(expected), sorted(info))
+                        for key, value in expected.items():
+                            assert info[key].shape == (2,) and info[key][row] == value, (key, i, sent[i])
+                if sent[envs[0]] < steps:
+                    pool.send(actions[sent[envs], envs])
+                    sent[envs] += 1
+    finally:
+        for single in singles:
+            single.close()
+
+
 def test_box_actions_nan_refused_and_bounds_clamped_by_physics():
     pool = Serial("HalfCheetah", 2, seed=0)
     pool.reset(seed=0)

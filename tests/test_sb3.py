@@ -28,7 +28,7 @@ def test_equals_dummy_vec_env_step_by_step(name, num_envs):
     assert ours.seed(11) == ref.seed(11)
     np.testing.assert_array_equal(ours.reset(), ref.reset())
     rng = np.random.default_rng(0)
-    ended = truncated = 0
+    ended = truncated = infos = 0
     for t in range(700):   # past CartPole's 500-step limit: truncations too
         if isinstance(ours.action_space, gymnasium.spaces.Box):   # Hopper: Box actions
             actions = rng.uniform(-1, 1, (num_envs, *ours.action_space.shape)).astype(np.float32)
@@ -43,11 +43,17 @@ def test_equals_dummy_vec_env_step_by_step(name, num_envs):
         for a, b in zip(i1, i2):
             assert a["TimeLimit.truncated"] == b["TimeLimit.truncated"]
             assert ("terminal_observation" in a) == ("terminal_observation" in b)
+            env_info = {k: v for k, v in a.items() if k not in ("TimeLimit.truncated", "terminal_observation")}
             if "terminal_observation" in b:
                 np.testing.assert_array_equal(a["terminal_observation"], b["terminal_observation"])
                 ended += 1
                 truncated += b["TimeLimit.truncated"]
+                assert env_info == {}   # the ended step's info is not kept (the env has reset)
+            else:   # the env's own step info (Hopper's reward terms), as each single env's
+                assert env_info == {k: v for k, v in b.items() if k != "TimeLimit.truncated"}
+                infos += bool(env_info)
     assert ended > 0
+    assert infos > 0 if shoal.env_spec(name).kind == "worker" else infos == 0
     ours.close()
     ref.close()
 
@@ -137,6 +143,38 @@ def test_vector_env_adapter_over_the_python_pool_equals_dummy_vec_env():
     ours.close()
     with pytest.raises(ValueError, match="same_step"):
         VectorEnvAdapter(gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")]))
+
+
+def test_vector_env_adapter_passes_on_step_infos_as_dummy_vec_env():
+    """gymnasium's Hopper (its info: reward terms, positions) through
+    VectorEnvAdapter: each env's info dict equals DummyVecEnv's, also on the
+    step an episode ends (from the vector env's "final_info")."""
+    pytest.importorskip("mujoco")
+    from shoal.pool import AsyncVectorEnv
+    from shoal.sb3 import VectorEnvAdapter
+
+    n = 3
+    ours = VectorEnvAdapter(AsyncVectorEnv([lambda: gymnasium.make("Hopper-v5")] * n,
+                                           autoreset_mode="same_step", num_workers=2))
+    ref = DummyVecEnv([lambda: gymnasium.make("Hopper-v5")] * n)
+    try:
+        ours.seed(5)
+        ref.seed(5)
+        np.testing.assert_array_equal(ours.reset(), ref.reset())
+        rng = np.random.default_rng(1)
+        ended = 0
+        for t in range(80):
+            actions = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
+            i1, i2 = ours.step(actions)[3], ref.step(actions)[3]
+            for a, b in zip(i1, i2):
+                ended += "terminal_observation" in b
+                a_obs, b_obs = a.pop("terminal_observation", None), b.pop("terminal_observation", None)
+                np.testing.assert_array_equal(a_obs, b_obs)
+                assert a == b and "x_position" in a, (t, a, b)
+        assert ended >= 2
+    finally:
+        ours.close()
+        ref.close()
 
 
 def test_sac_trains_on_box_actions():

@@ -50,8 +50,9 @@ Seeds: as gymnasium's AtariEnv: a seed s gives (numpy seed, ALE seed) =
     randomness (sticky actions) and the ROM is reloaded with it, the numpy
     seed draws the no-op counts. Env i of a pool seeded s is gymnasium's env
     reset with seed s + i.
-Info (SingleEnv's step info, gymnasium's keys): lives, episode_frame_number,
-    frame_number.
+Info (gymnasium's keys): lives, episode_frame_number, frame_number: in
+    SingleEnv's step info, and per env in a pool's step / recv info (as
+    EnvPool's "lives"), where gymnasium.make_vec and shoal.sb3 pass them on.
 
 Options (keyword arguments; gymnasium's v5 defaults, EnvPool's names where
 gymnasium has none): frameskip=4, repeat_action_probability=0.25,
