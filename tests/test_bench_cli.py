@@ -15,6 +15,27 @@ def test_shoal_bench_quick_prints_a_table(tmp_path):
     assert "| C loop |" in out.stdout
     assert "shoal Serial" in out.stdout and "shoal processes sync" in out.stdout
     assert "CPU:" in out.stdout
+    from shoal.pool import available_cores
+    if available_cores() > 1:   # the limit measured on every core at once, beside the computed one
+        assert "| C loop x cores (measured) |" in out.stdout
+        assert "shoal best / (C loop x cores, measured):" in out.stdout
+
+
+def test_c_loop_on_every_core_at_once():
+    """run_c_loop_all_cores: one rate per repeat, the processes' sum; bad
+    arguments and a failing process are errors, not hangs."""
+    import pytest
+    import shoal.envs
+    from shoal.bench import timing
+
+    spec = shoal.envs.spec("Snake")   # 8 agent rows per env: each process gets its envs' rows
+    table = timing.action_table(5 * spec.agents, spec)
+    rates = timing.run_c_loop_all_cores(spec, 5, table, 2, 0.05, 0.0, 3)
+    assert len(rates) == 3 and all(r > 0 for r in rates)
+    with pytest.raises(ValueError, match="procs"):
+        timing.run_c_loop_all_cores(spec, 1, table, 2, 0.05, 0.0, 1)
+    with pytest.raises(RuntimeError, match="a C loop process failed: ValueError"):   # too few action rows
+        timing.run_c_loop_all_cores(spec, 5, table[:, :spec.agents], 2, 0.05, 0.0, 1)
 
 
 def test_unknown_command_is_an_error(tmp_path):

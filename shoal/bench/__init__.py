@@ -8,8 +8,12 @@ Contenders (each an opener of shoal.bench.steppers, planned in shoal.bench.cartp
 
   C loop             shoal's CartPole vector loop in one nogil C call
                      (`Block.run_steps`): the single-core limit. "C loop x
-                     cores" is that rate times the available cores, the
-                     reference for the whole machine (computed, not measured).
+                     cores (computed)" is that rate times the available
+                     cores; "C loop x cores (measured)" runs one C loop per
+                     core at once, each over its share of the envs, with no
+                     hand-off: what the machine gives with shared caches,
+                     memory bandwidth, SMT siblings and all-core clocks (on
+                     more than one core).
   shoal Serial       shoal.make(..., backend="serial"); pool.step in a Python loop.
   shoal processes sync / async
                      shoal.make(..., num_workers=w); step, or async_reset then

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable
 
-from shoal.bench.steppers import c_loop, envpool_env, gym_make, gym_vector, native_pool
+from shoal.bench.steppers import c_loop, c_loop_all_cores, envpool_env, gym_make, gym_vector, native_pool
 from shoal.bench.timing import Result, Settings, format_rate, measure
 
 ENV = "CartPole"
@@ -20,6 +20,7 @@ GYM_ENV_ID = "CartPole-v1"
 # Contender names, in table order.
 C_LOOP = "C loop"
 C_LOOP_CORES = "C loop x cores (computed)"
+C_LOOP_ALL = "C loop x cores (measured)"
 SERIAL = "shoal Serial"
 PROC_SYNC = "shoal processes sync"
 PROC_ASYNC = "shoal processes async"
@@ -27,7 +28,7 @@ GYM_SYNC = "gymnasium SyncVectorEnv"
 GYM_ASYNC = "gymnasium AsyncVectorEnv"
 ENVPOOL_SYNC = "EnvPool sync"
 ENVPOOL_ASYNC = "EnvPool async"
-ORDER = [C_LOOP, C_LOOP_CORES, SERIAL, PROC_SYNC, PROC_ASYNC, GYM_SYNC, GYM_ASYNC,
+ORDER = [C_LOOP, C_LOOP_CORES, C_LOOP_ALL, SERIAL, PROC_SYNC, PROC_ASYNC, GYM_SYNC, GYM_ASYNC,
          ENVPOOL_SYNC, ENVPOOL_ASYNC]
 SHOAL = (SERIAL, PROC_SYNC, PROC_ASYNC)
 ENVPOOL = (ENVPOOL_SYNC, ENVPOOL_ASYNC)
@@ -63,16 +64,18 @@ def async_workers(s: Settings) -> list[int]:
     return sorted({w + w % 2 for w in s.workers})
 
 
-def plan(s: Settings, have_envpool: bool) -> list[tuple[str, int, int, Callable[[], list[float]]]]:
+def plan(s: Settings, have_envpool: bool,
+         cores: int = 1) -> list[tuple[str, int, int, Callable[[], list[float]]]]:
     """(contender, num_envs, workers, run) for every config to measure, in order.
 
     Shoal and gymnasium come before EnvPool so that no process is forked
-    while EnvPool's threads exist."""
+    while EnvPool's threads exist. With cores > 1, the C loop also runs on
+    every core at once (C_LOOP_ALL): the limit the multi-core rows are held to."""
     import shoal.envs
 
     spec = shoal.envs.spec(ENV)
     gym_env = partial(gym_make, GYM_ENV_ID)
-    wanted = set(s.contenders) | {C_LOOP}  # the reference of every ratio
+    wanted = set(s.contenders) | {C_LOOP} | ({C_LOOP_ALL} if cores > 1 else set())  # the references
     jobs = []
 
     def add(name, n, w, opener, gym=False):
@@ -83,6 +86,11 @@ def plan(s: Settings, have_envpool: bool) -> list[tuple[str, int, int, Callable[
     c_sizes = sorted(set(s.num_envs) | (set(gym_sizes(s)) if wanted & {GYM_SYNC, GYM_ASYNC} else set()))
     for n in c_sizes:
         add(C_LOOP, n, 1, partial(c_loop, spec, n))
+    if C_LOOP_ALL in wanted:
+        for n in s.num_envs:
+            if n >= cores:
+                jobs.append((C_LOOP_ALL, n, cores,
+                             partial(c_loop_all_cores, spec, n, cores, s.seconds, s.warmup, s.repeats)))
     for n in s.num_envs:
         add(SERIAL, n, 1, partial(native_pool, spec, n))
     for n in s.num_envs:
@@ -108,10 +116,10 @@ def plan(s: Settings, have_envpool: bool) -> list[tuple[str, int, int, Callable[
     return jobs
 
 
-def run_all(s: Settings, have_envpool: bool, progress) -> tuple[list[Result], list[str]]:
+def run_all(s: Settings, have_envpool: bool, progress, cores: int = 1) -> tuple[list[Result], list[str]]:
     """Measure every planned config; errors are recorded, not fatal."""
     results, errors = [], []
-    jobs = plan(s, have_envpool)
+    jobs = plan(s, have_envpool, cores)
     progress.task("cartpole", len(jobs))
     for name, n, w, run in jobs:
         progress.start(f"{name}, num_envs={n}, workers={w}")
@@ -176,6 +184,13 @@ def headline(results: list[Result], cores: int, envpool_ver: str | None) -> list
                      f"({format_rate(c_best.median)} x {cores}, num_envs={c_best.num_envs})")
         if shoal_best:
             lines.append(f"- shoal best / (C loop x cores): {shoal_best.median / limit:.2f}")
+    measured = best([C_LOOP_ALL])
+    if measured:
+        of_computed = f"; {measured.median / (c_best.median * cores):.2f} of the computed limit" if c_best else ""
+        lines.append(f"- C loop x cores, measured (a C loop per core, all at once): "
+                     f"{format_rate(measured.median)} steps/s (num_envs={measured.num_envs}){of_computed}")
+        if shoal_best:
+            lines.append(f"- shoal best / (C loop x cores, measured): {shoal_best.median / measured.median:.2f}")
     sync, async_ = best([PROC_SYNC]), best([PROC_ASYNC])
     if sync and async_:
         lines.append(f"- shoal processes async best / sync best: {async_.median / sync.median:.2f}")
@@ -193,6 +208,6 @@ def run(s: Settings, cores: int, envpool_ver: str | None, progress=None) -> tupl
     (default: plain lines on stderr)."""
     from shoal.progress import Progress
 
-    results, errors = run_all(s, envpool_ver is not None, progress or Progress("plain"))
+    results, errors = run_all(s, envpool_ver is not None, progress or Progress("plain"), cores)
     results = with_computed_limit(results, cores)
     return table(results) + [""] + headline(results, cores, envpool_ver), errors

@@ -85,6 +85,13 @@ def c_loop(spec, n: int):
     return timing.c_loop(spec, n, table(spec, n * (spec.agents if spec is not None else 1)))
 
 
+def c_loop_all_cores(spec, n: int, cores: int, seconds: float, warmup: float, repeats: int) -> list[float]:
+    """The C loop on `cores` cores at once, each process over its share of
+    the n envs (timing.run_c_loop_all_cores): its agent-steps/s, one per repeat."""
+    return timing.run_c_loop_all_cores(spec, n, table(spec, n * (spec.agents if spec is not None else 1)),
+                                       cores, seconds, warmup, repeats)
+
+
 def pool_workers(workers: int | None) -> int | None:
     """The num_workers to build a Multiprocessing pool with for `workers`:
     None (the default pool, as users get it: sync pools then have the parent

@@ -11,6 +11,7 @@ and scripts/compare_cpu_gpu.py time their step loops with these helpers.
     that drift in the machine's load hits every contender alike;
   - `c_loop` steps an env's vector loop in nogil C calls (`run_c_loop`
     times it): the single-core limit of a first-party env;
+    `run_c_loop_all_cores` runs one per core at once: the machine's limit;
   - `format_rate`, `cpu_model` and `cpu_line` write the numbers and name the
     machine.
 
@@ -184,6 +185,71 @@ def run_c_loop(env_spec, n: int, table: np.ndarray, seconds: float, warmup: floa
     """Agent-steps/s of `c_loop` over n envs: `measure`'s rates."""
     with c_loop(env_spec, n, table) as step:
         return measure(step, seconds, warmup, repeats)
+
+
+def run_c_loop_all_cores(env_spec, n: int, table: np.ndarray, procs: int, seconds: float,
+                         warmup: float, repeats: int) -> list[float]:
+    """Agent-steps/s of `procs` C loops running at once, one forked process
+    each over its share of the n envs (shares as even as a pool's blocks),
+    with no hand-off between them: the rate the machine gives on `procs`
+    cores, with shared caches, memory bandwidth, SMT siblings and all-core
+    clocks, where "C loop x cores" multiplies the one-core rate. Each of the
+    `repeats` windows starts on a barrier; its rate is the sum of the
+    processes' rates over it. table: as c_loop's, for all n envs' rows."""
+    import multiprocessing as mp
+
+    if not 1 <= procs <= n:
+        raise ValueError(f"procs must be in [1, num_envs={n}], got {procs}")
+    ctx = mp.get_context("fork")   # the share of the table is inherited, not pickled
+    barrier = ctx.Barrier(procs)
+    bounds = [n * k // procs for k in range(procs + 1)]
+    children = []
+    try:
+        for k in range(procs):
+            ours, theirs = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_c_loop_share, daemon=True,
+                            args=(env_spec, bounds[k], bounds[k + 1], table, seconds, warmup, repeats,
+                                  barrier, theirs))
+            p.start()
+            theirs.close()
+            children.append((p, ours))
+        limit = warmup + repeats * (seconds + 5 * C_LOOP_CALL_SECONDS) + 60
+        shares = []
+        for p, conn in children:
+            if not conn.poll(limit):
+                raise RuntimeError(f"a C loop process sent nothing within {limit:.0f} s")
+            status, value = conn.recv()
+            if status != "ok":
+                raise RuntimeError(f"a C loop process failed: {value}")
+            shares.append(value)
+        return [sum(rates) for rates in zip(*shares)]
+    finally:
+        for p, conn in children:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+            conn.close()
+
+
+def _c_loop_share(env_spec, start: int, stop: int, table: np.ndarray, seconds: float, warmup: float,
+                  repeats: int, barrier, conn) -> None:
+    """One process of run_c_loop_all_cores: envs [start, stop)."""
+    try:
+        agents = env_spec.agents
+        with c_loop(env_spec, stop - start, table[:, start * agents:stop * agents]) as step:
+            if warmup > 0:
+                run_for(step, warmup)
+            rates = []
+            for _ in range(repeats):
+                barrier.wait(timeout=60)
+                rates.append(run_for(step, seconds))
+        conn.send(("ok", rates))
+    except BaseException as e:  # reported to the parent, which raises it
+        barrier.abort()
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
 
 
 def _calibrate_chunk(block, table: np.ndarray) -> int:
