@@ -24,9 +24,9 @@ with the same seeds and actions:
   float64 arrays with their "_" masks, false (and the value 0) where the
   step was an autoreset, whose reset info is empty. In SAME_STEP, on a step
   where some envs ended, "final_obs" (object array: None, or that env's
-  last obs), "final_info" ({}: the ended step's info is not kept), and their
-  masks "_final_obs", "_final_info"; nothing of the kind on steps where no
-  env ended.
+  last obs), "final_info" (the ended steps' info, in the same form; {} for
+  header envs), and their masks "_final_obs", "_final_info"; nothing of the
+  kind on steps where no env ended.
 
 One difference from Sync, shared with gymnasium's AsyncVectorEnv: in
 DISABLED mode, stepping an env whose episode ended without resetting it is
@@ -116,7 +116,6 @@ class NativeVectorEnv(VectorEnv):
         # observation_space / action_space: the pool's, built on first read (properties below)
         self._env_seeds = [seed + i // self.agents_per_env for i in range(self.num_envs)]
         self._reset_done = False
-        self._no_final_info: dict = {}  # SAME_STEP "final_info": the ended step's info is not kept
         # Library-backed envs' step info (pool step info beyond these keys),
         # and in NEXT_STEP which envs this step resets instead of stepping.
         self._has_env_info = getattr(pool.spec.load_binding(), "info", None) is not None
@@ -275,7 +274,7 @@ class NativeVectorEnv(VectorEnv):
         ended = pool_info["_final_obs"] if self.autoreset_mode is AutoresetMode.SAME_STEP else None
         if ended is not None and ended.any():
             # Sync's key order: that of the first env's own entries
-            final_infos = self._final_infos(pool_info["final_obs"], ended)
+            final_infos = self._final_infos(pool_info["final_obs"], ended, pool_info.get("final_info", {}))
             for part in ((final_infos, env_infos) if ended[0] else (env_infos, final_infos)):
                 infos.update(part)
         else:
@@ -286,7 +285,7 @@ class NativeVectorEnv(VectorEnv):
                 truncations.copy(),
                 infos)
 
-    _NOT_ENV_INFO = frozenset({"final_obs", "_final_obs", "env_id"})
+    _NOT_ENV_INFO = frozenset({"final_obs", "_final_obs", "final_info", "env_id"})
 
     def _env_infos(self, pool_info: dict, terminations: np.ndarray, truncations: np.ndarray) -> dict:
         """The library-backed env's step info as SyncVectorEnv gathers it from
@@ -300,19 +299,25 @@ class NativeVectorEnv(VectorEnv):
             stepped = ~ended
         else:
             stepped = np.ones(self.num_envs, dtype=np.bool_)
+        return self._masked({k: v for k, v in pool_info.items() if k not in self._NOT_ENV_INFO}, stepped)
+
+    def _masked(self, per_env_info: dict, present: np.ndarray) -> dict:
+        """Sync's dict-of-arrays form of per-env values reported where
+        `present` (over rows): float64, 0 elsewhere, with "_" masks; {} if
+        no row has them."""
         infos = {}
-        if not stepped.any():  # every env reset: no env reported an info
+        if not present.any():
             return infos
-        for key, per_env in pool_info.items():
-            if key not in self._NOT_ENV_INFO:
-                values = np.repeat(per_env, self.agents_per_env) if self.agents_per_env > 1 else per_env
-                infos[key] = np.where(stepped, values, 0.0)
-                infos[f"_{key}"] = stepped.copy()
+        for key, per_env in per_env_info.items():
+            values = np.repeat(per_env, self.agents_per_env) if self.agents_per_env > 1 else per_env
+            infos[key] = np.where(present, values, 0.0)
+            infos[f"_{key}"] = present.copy()
         return infos
 
-    def _final_infos(self, final_obs: np.ndarray, ended: np.ndarray) -> dict:
+    def _final_infos(self, final_obs: np.ndarray, ended: np.ndarray, final_info: dict) -> dict:
         """SyncVectorEnv's SAME_STEP infos (its `_add_info` of {"final_obs",
-        "final_info"}), for a step where some env ended."""
+        "final_info"}), for a step where some env ended; final_info: the
+        pool's per-env info of the ended steps (library-backed envs)."""
         rows = np.flatnonzero(ended)
         objects = np.empty(self.num_envs, dtype=object)  # None where no episode ended
         # One copy of the ended rows (the pool's are overwritten next step);
@@ -320,7 +325,7 @@ class NativeVectorEnv(VectorEnv):
         for i, row in zip(rows.tolist(), final_obs[rows]):
             objects[i] = row
         return {"final_obs": objects, "_final_obs": ended.copy(),
-                "final_info": dict(self._no_final_info), "_final_info": ended.copy()}
+                "final_info": self._masked(final_info, ended), "_final_info": ended.copy()}
 
     def render(self):
         """A frame (render_mode "rgb_array") or text view ("ansi") of every

@@ -439,7 +439,9 @@ class NativePool:
             Library-backed envs add gymnasium's step-info keys, one value
             per env (Atari: "lives", "episode_frame_number",
             "frame_number"; MuJoCo: its reward terms and positions): after
-            an autoreset, the reset's values.
+            an autoreset, the reset's values; in SAME_STEP mode also
+            "final_info", the same keys for the ended step, valid in the
+            rows where info["_final_obs"].
 
         Raises:
             ValueError: actions of the wrong shape, dtype or range (nothing
@@ -481,32 +483,38 @@ class NativePool:
             raise
 
     def _step_info(self, rows: slice) -> dict:
-        info = self._env_info(rows)
+        info, final_info = self._env_info(rows)
         if self.autoreset_mode != AutoresetMode.SAME_STEP:
             return info
         b = self._buffers
         info.update(same_step_info(b.final_obs[rows], self._final_mask[rows], b.terminals[rows],
                                    b.truncations[rows]))
+        if final_info is not None:
+            info["final_info"] = final_info
         return info
 
-    def _env_info(self, rows: slice) -> dict:
-        """The step info of the envs of `rows`: {} for header envs; for
-        library-backed envs gymnasium's step-info keys (Atari's lives and
-        frame numbers, MuJoCo's reward terms and positions), one value per
-        env, as views of the shared env states. The views of each row range
-        are built once (the binding is loaded on first use, after any fork);
-        each step gets a new dict of them, which the caller may extend."""
+    def _env_info(self, rows: slice) -> tuple[dict, dict | None]:
+        """The step info of the envs of `rows`, and the info of their step
+        before their last reset (a SAME_STEP autoreset's ended step; None for
+        header envs): {} and None for header envs; for library-backed envs
+        gymnasium's step-info keys (Atari's lives and frame numbers, MuJoCo's
+        reward terms and positions), one value per env, as views of the
+        shared env states. The views of each row range are built once (the
+        binding is loaded on first use, after any fork); each step gets new
+        dicts of them, which the caller may extend."""
         if self._info_views is None:
             self._info_views = {"of": getattr(self.spec.load_binding(), "info", None)}
         info_of = self._info_views["of"]
         if info_of is None:
-            return {}
+            return {}, None
         views = self._info_views.get((rows.start, rows.stop))
         if views is None:
             envs = slice(rows.start // self.agents, rows.stop // self.agents)
-            views = {key: values[envs] for key, values in info_of(self._buffers.env_states).items()}
+            states = self._buffers.env_states
+            views = tuple({key: values[envs] for key, values in info_of(states, final=final).items()}
+                          for final in (False, True))
             self._info_views[(rows.start, rows.stop)] = views
-        return dict(views)
+        return dict(views[0]), dict(views[1])
 
     def send(self, actions, env_ids=None) -> None:
         """Step the batch returned by the oldest unanswered recv(); returns at once.

@@ -14,9 +14,8 @@ It behaves as SB3's `DummyVecEnv` over single shoal envs does, step for step
 obs, with the last obs in `infos[i]["terminal_observation"]` and
 `infos[i]["TimeLimit.truncated"]` set as SB3 expects; `seed(s)` seeds env i
 with s + i at the next reset. Library-backed envs (MuJoCo, Atari) also put
-their own step info in `infos[i]` ("reward_forward", "lives", ...), except
-on the step that ends an episode: the pool keeps the last obs of an ended
-episode, not its info. The envs step in shoal's worker processes
+their own step info in `infos[i]` ("reward_forward", "lives", ...), on the
+step that ends an episode that episode's last. The envs step in shoal's worker processes
 (any `shoal.make` argument: `num_workers`, `backend`, ...), straight into
 shared memory.
 
@@ -81,10 +80,9 @@ _NOT_ENV_INFO = frozenset({"final_obs", "final_info", "env_id"})
 def _add_env_infos(info: dict, dones: np.ndarray, infos: list[dict]) -> None:
     """The envs' own step info (library-backed envs: MuJoCo's reward terms,
     Atari's lives...) into each env's dict, as DummyVecEnv passes on each
-    env's: from a gymnasium VectorEnv's dict of arrays (where its "_" mask
-    is set; for an ended env, from "final_info", the ended step's), or from
-    a native pool's per-env arrays, which hold no ended step's values (the
-    env has reset since): an ended env gets none of them."""
+    env's: from the step's dict of arrays (a gymnasium VectorEnv's where its
+    "_" mask is set; a native pool's per env) and, for an env whose episode
+    ended, from "final_info", the ended step's."""
     final_info = info.get("final_info") or {}
     for key, values in info.items():
         if key.startswith("_") or key in _NOT_ENV_INFO:

@@ -46,11 +46,16 @@ cdef extern from *:
     #include "shoal_block.h"
 
     /* One env's part of the pool's shared memory (env_states): gymnasium's
-     * step info after the last step or reset. Mirrored by STATE_DTYPE. */
+     * step info after the last step or reset, and (final_*) as it was when
+     * the last reset began: a SAME_STEP autoreset's ended step. Mirrored by
+     * STATE_DTYPE. */
     typedef struct {
         int32_t lives;
         int32_t episode_frame_number;
         int64_t frame_number;
+        int32_t final_lives;
+        int32_t final_episode_frame_number;
+        int64_t final_frame_number;
     } atari_state;
 
     /* One env as its worker holds it. */
@@ -104,6 +109,9 @@ cdef extern from *:
         int32_t lives
         int32_t episode_frame_number
         int64_t frame_number
+        int32_t final_lives
+        int32_t final_episode_frame_number
+        int64_t final_frame_number
     ctypedef struct atari_env:
         atari_state* state
         void* game
@@ -136,7 +144,8 @@ cdef extern from "shoal_block.h":
 
 # Mirrors `atari_state`: one env's slot of env_states.
 STATE_DTYPE = np.dtype([("lives", np.int32), ("episode_frame_number", np.int32),
-                        ("frame_number", np.int64)])
+                        ("frame_number", np.int64), ("final_lives", np.int32),
+                        ("final_episode_frame_number", np.int32), ("final_frame_number", np.int64)])
 assert STATE_DTYPE.itemsize == sizeof(atari_state)
 
 
@@ -384,6 +393,10 @@ cdef class AtariGame:
     cdef int reset(self, atari_env* env, uint8_t* obs) except -1:
         cdef int k
         cdef bint go_on
+        # The info before this reset: in SAME_STEP, the ended step's (final_info).
+        env.state.final_lives = env.state.lives
+        env.state.final_episode_frame_number = env.state.episode_frame_number
+        env.state.final_frame_number = env.state.frame_number
         if not self.seeded:          # reset before any seed: seed from entropy
             self.seed(None)
         # episodic_life: after a lost life (game not over) the game goes on.
@@ -735,11 +748,12 @@ class AtariBinding:
             raise SpecMismatchError(f"{spec.name}: ale-py {ale_py.__version__} gives {len(self.action_set)} "
                                     f"actions, the spec {spec.action_nvec[0]} (envs/atari/games.py)")
 
-    def info(self, env_states: np.ndarray) -> dict:
-        """gymnasium's step info of every env after its last step or reset,
-        from the pool's env_states buffer: {name: array (num_envs,)}."""
+    def info(self, env_states: np.ndarray, final: bool = False) -> dict:
+        """gymnasium's step info of every env after its last step or reset
+        (final: when its last reset began, i.e. a SAME_STEP autoreset's
+        ended step), from the pool's env_states buffer: {name: array (num_envs,)}."""
         states = env_states.view(STATE_DTYPE)
-        return {key: states[key] for key in self.INFO_KEYS}
+        return {key: states[f"final_{key}" if final else key] for key in self.INFO_KEYS}
 
     def Block(self, buffers, start: int, stop: int, mode: int, keep_final_obs: bool = False):
         return Block(self, buffers, start, stop, mode, keep_final_obs)

@@ -98,7 +98,7 @@ def binding_for(spec: EnvSpec) -> "MujocoBinding":
 
 # Mirrors `mujoco_state` in shoal_mujoco.h: one env's slot of env_states.
 STATE_DTYPE = np.dtype([("rng", np.uint64), ("elapsed_steps", np.int32), ("pad", np.int32),
-                        ("info", np.float64, (10,))])
+                        ("info", np.float64, (10,)), ("final_info", np.float64, (10,))])
 
 
 class MujocoBinding:
@@ -142,10 +142,12 @@ class MujocoBinding:
             raise SpecMismatchError(f"{spec.name}: the model's ctrlrange {list(zip(low, high))} is not "
                                     f"the spec's action bounds")
 
-    def info(self, env_states: np.ndarray) -> dict:
-        """The last step's info values of every env, from the pool's env_states
-        buffer: {name: array (num_envs,)}, names as gymnasium's step info."""
-        slots = env_states.view(STATE_DTYPE)["info"]
+    def info(self, env_states: np.ndarray, final: bool = False) -> dict:
+        """The last step's info values of every env (final: when its last
+        reset began, i.e. a SAME_STEP autoreset's ended step), from the
+        pool's env_states buffer: {name: array (num_envs,)}, names as
+        gymnasium's step info."""
+        slots = env_states.view(STATE_DTYPE)["final_info" if final else "info"]
         return {key: slots[:, k] for k, key in enumerate(self.info_keys)}
 
     def Block(self, buffers, start: int, stop: int, mode: int, keep_final_obs: bool = False):

@@ -42,6 +42,8 @@ typedef struct {
     int32_t elapsed_steps;                 /* steps of the episode in progress */
     int32_t pad_;
     double info[MUJOCO_INFO_SLOTS];        /* the last step's info values, named per env in Python */
+    double final_info[MUJOCO_INFO_SLOTS];  /* info when the last reset began: in SAME_STEP, the
+                                              ended step's (the pool's final_info) */
 } mujoco_state;
 
 struct mujoco_kind;
@@ -165,7 +167,10 @@ static inline void mujoco_reset(mujoco_env* env, double* obs, uint8_t* mask) {
     mj_resetData(env->m, env->d);
     env->kind->reset_model(env);
     env->state->elapsed_steps = 0;
-    for (int k = 0; k < MUJOCO_INFO_SLOTS; k++) env->state->info[k] = 0.0;
+    for (int k = 0; k < MUJOCO_INFO_SLOTS; k++) {
+        env->state->final_info[k] = env->state->info[k];
+        env->state->info[k] = 0.0;
+    }
     env->kind->observe(env, obs);
     mask[0] = 1;
 }
