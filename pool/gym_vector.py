@@ -116,9 +116,11 @@ class NativeVectorEnv(VectorEnv):
         # observation_space / action_space: the pool's, built on first read (properties below)
         self._env_seeds = [seed + i // self.agents_per_env for i in range(self.num_envs)]
         self._reset_done = False
-        # Library-backed envs' step info (pool step info beyond these keys),
-        # and in NEXT_STEP which envs this step resets instead of stepping.
-        self._has_env_info = getattr(pool.spec.load_binding(), "info", None) is not None
+        # Library-backed envs' step info: the keys of gymnasium's (a pool's
+        # may add others: Atari's EnvPool keys), and in NEXT_STEP which envs
+        # this step resets instead of stepping.
+        info_of = getattr(pool.spec.load_binding(), "info", None)
+        self._gym_info_keys = frozenset(info_of(pool.env_states)) if info_of is not None else frozenset()
         self._autoresets = np.zeros(self.num_envs, dtype=np.bool_)
 
     @staticmethod
@@ -270,7 +272,7 @@ class NativeVectorEnv(VectorEnv):
         # arrays (copy=True: later steps never overwrite them); nothing is
         # built for infos on the common step where no env ended.
         infos = {} if self.agents_per_env == 1 else self._mask_info()
-        env_infos = self._env_infos(pool_info, terminations, truncations) if self._has_env_info else {}
+        env_infos = self._env_infos(pool_info, terminations, truncations) if self._gym_info_keys else {}
         ended = pool_info["_final_obs"] if self.autoreset_mode is AutoresetMode.SAME_STEP else None
         if ended is not None and ended.any():
             # Sync's key order: that of the first env's own entries
@@ -285,8 +287,6 @@ class NativeVectorEnv(VectorEnv):
                 truncations.copy(),
                 infos)
 
-    _NOT_ENV_INFO = frozenset({"final_obs", "_final_obs", "final_info", "env_id"})
-
     def _env_infos(self, pool_info: dict, terminations: np.ndarray, truncations: np.ndarray) -> dict:
         """The library-backed env's step info as SyncVectorEnv gathers it from
         shoal.single.SingleEnv's (floats; an autoreset's info is empty):
@@ -299,7 +299,7 @@ class NativeVectorEnv(VectorEnv):
             stepped = ~ended
         else:
             stepped = np.ones(self.num_envs, dtype=np.bool_)
-        return self._masked({k: v for k, v in pool_info.items() if k not in self._NOT_ENV_INFO}, stepped)
+        return self._masked({k: v for k, v in pool_info.items() if k in self._gym_info_keys}, stepped)
 
     def _masked(self, per_env_info: dict, present: np.ndarray) -> dict:
         """Sync's dict-of-arrays form of per-env values reported where
@@ -325,7 +325,9 @@ class NativeVectorEnv(VectorEnv):
         for i, row in zip(rows.tolist(), final_obs[rows]):
             objects[i] = row
         return {"final_obs": objects, "_final_obs": ended.copy(),
-                "final_info": self._masked(final_info, ended), "_final_info": ended.copy()}
+                "final_info": self._masked({k: v for k, v in final_info.items() if k in self._gym_info_keys},
+                                           ended),
+                "_final_info": ended.copy()}
 
     def render(self):
         """A frame (render_mode "rgb_array") or text view ("ansi") of every

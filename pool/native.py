@@ -503,15 +503,19 @@ class NativePool:
         binding is loaded on first use, after any fork); each step gets new
         dicts of them, which the caller may extend."""
         if self._info_views is None:
-            self._info_views = {"of": getattr(self.spec.load_binding(), "info", None)}
+            binding = self.spec.load_binding()
+            self._info_views = {"of": getattr(binding, "info", None),
+                                "keys": getattr(binding, "POOL_INFO_KEYS", None)}
         info_of = self._info_views["of"]
         if info_of is None:
             return {}, None
         views = self._info_views.get((rows.start, rows.stop))
         if views is None:
             envs = slice(rows.start // self.agents, rows.stop // self.agents)
-            states = self._buffers.env_states
-            views = tuple({key: values[envs] for key, values in info_of(states, final=final).items()}
+            states, keys = self._buffers.env_states, self._info_views["keys"]
+            views = tuple({key: values[envs] for key, values in
+                           (info_of(states, final=final) if keys is None
+                            else info_of(states, final=final, keys=keys)).items()}
                           for final in (False, True))
             self._info_views[(rows.start, rows.stop)] = views
         return dict(views[0]), dict(views[1])

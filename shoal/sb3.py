@@ -160,6 +160,10 @@ class ShoalVecEnv(_SameStepVecEnv):
                              "once (no batch_size): SB3's VecEnv protocol needs both")
         self.pool = shoal.make(env, num_envs, autoreset_mode="same_step", seed=seed, **pool_kwargs)
         self.env_spec = self.pool.spec                       # shoal's EnvSpec
+        # The step info single envs give (gymnasium's keys), as DummyVecEnv passes on;
+        # a pool's may hold more (Atari's EnvPool keys).
+        info_of = getattr(self.env_spec.load_binding(), "info", None)
+        self._info_keys = set(info_of(self.pool.env_states)) if info_of is not None else set()
         self.spec = gymnasium.spec(gym_id(self.env_spec.name))  # gymnasium's, as SB3's wrappers expect
         super().__init__(self.pool.num_rows, self.pool.single_observation_space,
                          self.pool.single_action_space)
@@ -176,7 +180,12 @@ class ShoalVecEnv(_SameStepVecEnv):
         return self.pool.reset(seed=seed)[0]
 
     def _step_vector(self, actions: np.ndarray) -> tuple:
-        return self.pool.step(actions)
+        obs, rewards, terminated, truncated, info = self.pool.step(actions)
+        for key in set(info) - self._info_keys - {"final_obs", "_final_obs", "final_info"}:
+            del info[key]
+        if "final_info" in info:
+            info["final_info"] = {k: v for k, v in info["final_info"].items() if k in self._info_keys}
+        return obs, rewards, terminated, truncated, info
 
     def close(self) -> None:
         self.pool.close()

@@ -152,6 +152,42 @@ def test_episodic_life_ends_episodes_on_lost_lives_and_the_game_goes_on():
     assert lives_after_resets[:5] == [4, 3, 2, 1, 5], lives_after_resets
 
 
+def test_pool_info_has_envpools_unclipped_reward_and_game_over():
+    """A pool's step info adds EnvPool's "reward" (before reward_clip) and
+    "terminated" (the game is over: with episodic_life, the last life lost,
+    not every lost life), so whole games' real scores can be summed; the
+    gymnasium views (SingleEnv, make_vec, SB3) keep gymnasium's keys."""
+    kwargs = dict(episodic_life=True, use_fire_reset=True, repeat_action_probability=0.0)
+    actions = np.random.default_rng(0).integers(0, 4, (1000, 2)).astype(np.int32)
+    with Serial("Breakout", 2, seed=0, env_kwargs=dict(reward_clip=True, **kwargs)) as clipped, \
+            Serial("Breakout", 2, seed=0, env_kwargs=dict(reward_clip=False, **kwargs)) as raw:
+        games = lives_lost = 0
+        for a in actions:
+            _, rew, term, _, info = clipped.step(a)
+            _, raw_rew, raw_term, _, raw_info = raw.step(a)   # clipping changes no dynamics
+            np.testing.assert_array_equal(info["reward"], raw_rew)
+            np.testing.assert_array_equal(rew, np.sign(raw_rew))
+            np.testing.assert_array_equal(info["terminated"], raw_info["terminated"])
+            game_over = info["terminated"].astype(bool)
+            assert (term[game_over]).all() and (info["lives"][game_over] == 0).all()
+            games += game_over.sum()
+            lives_lost += (term & ~game_over).sum()
+        assert games >= 2 and lives_lost >= 4 * games, (games, lives_lost)
+    single = gymnasium.make("shoal/Breakout-v5")
+    single.reset(seed=0)
+    assert set(single.step(0)[4]) == {"lives", "episode_frame_number", "frame_number"}
+    single.close()
+    pytest.importorskip("stable_baselines3")
+    from shoal.sb3 import ShoalVecEnv
+    venv = ShoalVecEnv("Breakout", 2, backend="serial")
+    try:
+        venv.reset()
+        assert set(venv.step(np.zeros(2, np.int64))[3][0]) == {"TimeLimit.truncated", "lives",
+                                                              "episode_frame_number", "frame_number"}
+    finally:
+        venv.close()
+
+
 def test_fire_reset_launches_the_ball_where_the_game_has_fire():
     """use_fire_reset (EnvPool's fire start): the last start frame is FIRE.
     Breakout's ball then flies without the agent firing, so doing nothing

@@ -51,8 +51,12 @@ Seeds: as gymnasium's AtariEnv: a seed s gives (numpy seed, ALE seed) =
     seed draws the no-op counts. Env i of a pool seeded s is gymnasium's env
     reset with seed s + i.
 Info (gymnasium's keys): lives, episode_frame_number, frame_number: in
-    SingleEnv's step info, and per env in a pool's step / recv info (as
-    EnvPool's "lives"), where gymnasium.make_vec and shoal.sb3 pass them on.
+    SingleEnv's step info, and per env in a pool's step / recv info, which
+    gymnasium.make_vec and shoal.sb3 pass on. A pool's info also holds
+    EnvPool's "reward" (the step's reward before reward_clip) and
+    "terminated" (1 when the game is over; with episodic_life only after the
+    last life), so that whole games' real scores can be summed in training
+    (CleanRL's EnvPool scripts do so).
 
 Options (keyword arguments; gymnasium's v5 defaults, EnvPool's names where
 gymnasium has none): frameskip=4, repeat_action_probability=0.25,

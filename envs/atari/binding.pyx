@@ -45,17 +45,21 @@ cdef extern from *:
     #include "shoal_env.h"
     #include "shoal_block.h"
 
-    /* One env's part of the pool's shared memory (env_states): gymnasium's
-     * step info after the last step or reset, and (final_*) as it was when
-     * the last reset began: a SAME_STEP autoreset's ended step. Mirrored by
+    /* One env's part of the pool's shared memory (env_states): its info
+     * after the last step or reset (gymnasium's keys, then EnvPool's
+     * unclipped reward and game-over flag), and (final) as it was when the
+     * last reset began: a SAME_STEP autoreset's ended step. Mirrored by
      * STATE_DTYPE. */
     typedef struct {
         int32_t lives;
         int32_t episode_frame_number;
         int64_t frame_number;
-        int32_t final_lives;
-        int32_t final_episode_frame_number;
-        int64_t final_frame_number;
+        float reward;           /* the step's reward before reward_clip */
+        int32_t terminated;     /* the game is over (not a life lost) */
+    } atari_info;
+    typedef struct {
+        atari_info now;
+        atari_info final;
     } atari_state;
 
     /* One env as its worker holds it. */
@@ -105,13 +109,15 @@ cdef extern from *:
     #define SHOAL_VEC_ENV atari
     #include "shoal_vec.h"
     """
-    ctypedef struct atari_state:
+    ctypedef struct atari_info:
         int32_t lives
         int32_t episode_frame_number
         int64_t frame_number
-        int32_t final_lives
-        int32_t final_episode_frame_number
-        int64_t final_frame_number
+        float reward
+        int32_t terminated
+    ctypedef struct atari_state:
+        atari_info now
+        atari_info final
     ctypedef struct atari_env:
         atari_state* state
         void* game
@@ -143,9 +149,9 @@ cdef extern from "shoal_block.h":
         SHOAL_CMD_RESET
 
 # Mirrors `atari_state`: one env's slot of env_states.
-STATE_DTYPE = np.dtype([("lives", np.int32), ("episode_frame_number", np.int32),
-                        ("frame_number", np.int64), ("final_lives", np.int32),
-                        ("final_episode_frame_number", np.int32), ("final_frame_number", np.int64)])
+INFO_DTYPE = np.dtype([("lives", np.int32), ("episode_frame_number", np.int32),
+                       ("frame_number", np.int64), ("reward", np.float32), ("terminated", np.int32)])
+STATE_DTYPE = np.dtype([("now", INFO_DTYPE), ("final", INFO_DTYPE)])
 assert STATE_DTYPE.itemsize == sizeof(atari_state)
 
 
@@ -394,9 +400,7 @@ cdef class AtariGame:
         cdef int k
         cdef bint go_on
         # The info before this reset: in SAME_STEP, the ended step's (final_info).
-        env.state.final_lives = env.state.lives
-        env.state.final_episode_frame_number = env.state.episode_frame_number
-        env.state.final_frame_number = env.state.frame_number
+        env.state.final = env.state.now
         if not self.seeded:          # reset before any seed: seed from entropy
             self.seed(None)
         # episodic_life: after a lost life (game not over) the game goes on.
@@ -422,15 +426,15 @@ cdef class AtariGame:
         for k in range(self.stack_num - 1):   # the stack starts as copies of the frame
             memcpy(obs + k * self.frame_bytes, obs + (self.stack_num - 1) * self.frame_bytes,
                    self.frame_bytes)
-        self.write_state(env.state)
+        self.write_state(env.state, 0.0, False)
         return 0
 
     cdef int step(self, atari_env* env, int32_t action, uint8_t* obs, float* reward,
                   uint8_t* terminated_out, uint8_t* truncated_out) except -1:
         """AtariPreprocessing.step's frame loop over the emulator, then the
         frame stack's shift; returns whether the episode is over."""
-        cdef double total = 0.0
-        cdef bint terminated = False, truncated = False
+        cdef double total = 0.0, raw
+        cdef bint terminated = False, truncated = False, ended = False
         cdef int t, lives, last = self.frameskip - 1
         if not 0 <= action < self.num_actions:
             raise ValueError(f"action {action} is not in Discrete({self.num_actions})")
@@ -438,7 +442,8 @@ cdef class AtariGame:
         act, game_over, game_truncated = self.act, self.game_over, self.game_truncated
         for t in range(self.frameskip):
             total += <double>act(a)
-            terminated = game_over(False)
+            ended = game_over(False)
+            terminated = ended
             truncated = game_truncated()
             if self.life_loss_ends:
                 lives = self.lives_of()
@@ -453,12 +458,13 @@ cdef class AtariGame:
             elif t == last:
                 self.grab(self.frames[0])
         self.write_frame(obs, True)
+        raw = total
         if self.reward_clip:
             total = (total > 0) - (total < 0)
         reward[0] = <float>total
         terminated_out[0] = terminated
         truncated_out[0] = truncated
-        self.write_state(env.state)
+        self.write_state(env.state, raw, ended)
         return terminated or truncated
 
     cdef int write_frame(self, uint8_t* obs, bint max_pool) except -1:
@@ -480,10 +486,12 @@ cdef class AtariGame:
         self.resize.run(&screen[0, 0], screen.shape[1], obs + (self.stack_num - 1) * self.frame_bytes)
         return 0
 
-    cdef int write_state(self, atari_state* state) except -1:
-        state.lives = self.lives_of()
-        state.episode_frame_number = self.episode_frame_number()
-        state.frame_number = self.frame_number()
+    cdef int write_state(self, atari_state* state, double raw_reward, bint game_over) except -1:
+        state.now.lives = self.lives_of()
+        state.now.episode_frame_number = self.episode_frame_number()
+        state.now.frame_number = self.frame_number()
+        state.now.reward = <float>raw_reward
+        state.now.terminated = game_over
         return 0
 
     def screen_rgb(self):
@@ -720,7 +728,11 @@ class AtariBinding:
     ACT_DTYPE = np.dtype(np.int32)
     STATE_DTYPE = STATE_DTYPE
     ENV_BYTES = sizeof(atari_state)
-    INFO_KEYS = ("lives", "episode_frame_number", "frame_number")
+    INFO_KEYS = ("lives", "episode_frame_number", "frame_number")   # gymnasium's (SingleEnv, make_vec, SB3)
+    # A pool's step info adds EnvPool's: the reward before reward_clip and
+    # whether the game is over (with episodic_life, the last life lost), so
+    # that EnvPool-style loggers can sum whole games' real scores.
+    POOL_INFO_KEYS = INFO_KEYS + ("reward", "terminated")
 
     def __init__(self, spec: EnvSpec):
         ale_py = _ale_py()
@@ -748,12 +760,13 @@ class AtariBinding:
             raise SpecMismatchError(f"{spec.name}: ale-py {ale_py.__version__} gives {len(self.action_set)} "
                                     f"actions, the spec {spec.action_nvec[0]} (envs/atari/games.py)")
 
-    def info(self, env_states: np.ndarray, final: bool = False) -> dict:
-        """gymnasium's step info of every env after its last step or reset
-        (final: when its last reset began, i.e. a SAME_STEP autoreset's
-        ended step), from the pool's env_states buffer: {name: array (num_envs,)}."""
-        states = env_states.view(STATE_DTYPE)
-        return {key: states[f"final_{key}" if final else key] for key in self.INFO_KEYS}
+    def info(self, env_states: np.ndarray, final: bool = False, keys=INFO_KEYS) -> dict:
+        """The info of every env after its last step or reset (final: when
+        its last reset began, i.e. a SAME_STEP autoreset's ended step), from
+        the pool's env_states buffer: {name: array (num_envs,)} for `keys`
+        (default gymnasium's; POOL_INFO_KEYS adds EnvPool's)."""
+        infos = env_states.view(STATE_DTYPE)["final" if final else "now"]
+        return {key: infos[key] for key in keys}
 
     def Block(self, buffers, start: int, stop: int, mode: int, keep_final_obs: bool = False):
         return Block(self, buffers, start, stop, mode, keep_final_obs)

@@ -142,13 +142,13 @@ class MujocoBinding:
             raise SpecMismatchError(f"{spec.name}: the model's ctrlrange {list(zip(low, high))} is not "
                                     f"the spec's action bounds")
 
-    def info(self, env_states: np.ndarray, final: bool = False) -> dict:
+    def info(self, env_states: np.ndarray, final: bool = False, keys=None) -> dict:
         """The last step's info values of every env (final: when its last
         reset began, i.e. a SAME_STEP autoreset's ended step), from the
         pool's env_states buffer: {name: array (num_envs,)}, names as
         gymnasium's step info."""
         slots = env_states.view(STATE_DTYPE)["final_info" if final else "info"]
-        return {key: slots[:, k] for k, key in enumerate(self.info_keys)}
+        return {key: slots[:, k] for k, key in enumerate(self.info_keys) if keys is None or key in keys}
 
     def Block(self, buffers, start: int, stop: int, mode: int, keep_final_obs: bool = False):
         return Block(self, buffers, start, stop, mode, keep_final_obs)
