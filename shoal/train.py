@@ -457,6 +457,12 @@ class Rollout:
         self.state = policy.initial_state(R, device)     # LSTM state of every row, now
         self.initial_state = None                        # ... at the rollout's start
         self.rb = pool.batch_size * pool.agents          # rows per batch
+        # Whole games (Atari: the pool's info has EnvPool's unclipped "reward"
+        # and game-over "terminated"): each env's score so far, and the games
+        # ended since take_game_stats() [count, score sum]. Training episodes
+        # are lives with clipped rewards; these are the game's real scores.
+        self.game_scores = np.zeros(pool.num_envs)
+        self.games = [0, 0.0]
         pool.async_reset()
         for b in range(self.B):  # into entry T: collect() starts from there
             self._receive(T, b, first=True)
@@ -477,6 +483,8 @@ class Rollout:
                 self.obs[t, rows].copy_(self.obs_host[t, rows], non_blocking=True)
             if first:
                 return
+            if "terminated" in info and "reward" in info:
+                self._count_games(info, trunc)
             self.rewards_np[t - 1, rows] = rew
             if self.scale_rewards is not None:
                 self.rewards_np[t - 1, rows] = self.scale_rewards(rows, rew, self.dones_np[t, rows])
@@ -492,6 +500,21 @@ class Rollout:
                         state = (self.state[0][:, sel], self.state[1][:, sel])
                     _, v, _ = self.policy(final, state, torch.zeros(len(idx), device=self.device))
                 self.rewards_np[t - 1, rows.start + idx] += self.gamma * v.cpu().numpy()
+
+    def _count_games(self, info: dict, trunc: np.ndarray) -> None:
+        envs = info["env_id"]
+        self.game_scores[envs] += info["reward"]
+        ended = envs[(info["terminated"] != 0) | trunc]   # game over, or cut at the frame limit
+        if len(ended):
+            self.games[0] += len(ended)
+            self.games[1] += float(self.game_scores[ended].sum())
+            self.game_scores[ended] = 0.0
+
+    def take_game_stats(self) -> list:
+        """[games ended, their real scores summed] since the last call; [0, 0.0]
+        for envs without game info (all but Atari)."""
+        games, self.games = self.games, [0, 0.0]
+        return games
 
     def _act(self, t: int, b: int) -> None:
         """Run the policy on batch b's obs[t] and send its actions."""
@@ -561,6 +584,7 @@ class DeviceRollout(Rollout):
         self.values = torch.zeros((T + 1, R), device=device)
         self.state = policy.initial_state(R, device)
         self.initial_state = None
+        self.games = [0, 0.0]   # header envs report no games (see Rollout)
         env.reset()  # seeded at construction
         self._store(T, first=True)
 
@@ -875,7 +899,7 @@ def policy_from_checkpoint(ckpt: dict, path: str = "checkpoint") -> tuple[Policy
 
 
 LOG_FIELDS = ["train_seconds", "global_step", "sps", "episodes", "mean_return", "mean_length",
-              "eval_return", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "learning_rate",
+              "games", "game_return", "eval_return", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "learning_rate",
               "t_env", "t_copy", "t_forward", "t_learn", "t_eval", "world_size"]
 
 
@@ -966,6 +990,8 @@ class Logger:
         t.add_row("episodes", f"{row['episodes']:,}", "forward", split("t_forward"))
         t.add_row("mean return", fmt(row.get("mean_return")), "learn", split("t_learn"))
         t.add_row("mean length", fmt(row.get("mean_length"), 1), "train time", f"{row['train_seconds']:.1f}s")
+        if "game_return" in row:   # Atari: whole games, real scores (the episodes above are lives)
+            t.add_row("games", f"{row['games']:,}", "game return", fmt(row["game_return"]))
         t.add_row("eval return", fmt(row.get("eval_return")), "learning rate", f"{row['learning_rate']:.2e}")
         t.add_row("policy loss", fmt(row.get("pg_loss"), 4), "value loss", fmt(row.get("v_loss"), 4))
         t.add_row("entropy", fmt(row.get("entropy"), 3), "approx kl", fmt(row.get("approx_kl"), 4))
@@ -1201,6 +1227,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     summary = {"run_dir": run_dir, "checkpoint": ckpt_path, "interrupted": False}
     last_eval = float("nan")
     episodes, ret_sum, len_sum = 0, 0.0, 0.0
+    games, game_sum = 0, 0.0   # whole games' real scores (Atari), between log rows
     ep_mean_return, ep_mean_length = float("nan"), float("nan")
     losses: dict = {}
     clock, base_seconds = None, progress["train_seconds"]
@@ -1243,6 +1270,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
             s = pool.episode_stats()
             ended = [s["episodes"], s["mean_return"] * s["episodes"], s["mean_length"] * s["episodes"]] \
                 if s["episodes"] else [0, 0.0, 0.0]
+            ended += ro.take_game_stats()
             now = train_seconds()
             done = progress["update"] >= num_updates or (
                 tc["max_train_seconds"] > 0 and now >= tc["max_train_seconds"])
@@ -1259,6 +1287,8 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
             episodes += int(ended[0])
             ret_sum += ended[1]
             len_sum += ended[2]
+            games += int(ended[3])
+            game_sum += ended[4]
             if not dist.is_main:
                 if done:
                     break
@@ -1273,9 +1303,12 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
                        "eval_return": last_eval if evaluated or tc["eval_interval"] > 0 else float("nan"),
                        "learning_rate": optimizer.param_groups[0]["lr"], "world_size": dist.world_size, **losses,
                        **{f"t_{k}": timers.total[k] for k in ("env", "copy", "forward", "learn", "eval")}}
+                if games:
+                    row.update(games=games, game_return=game_sum / games)
                 logger.log(row)
                 last_log, log_steps = now, progress["global_step"]
                 episodes, ret_sum, len_sum = 0, 0.0, 0.0
+                games, game_sum = 0, 0.0
             if tc["checkpoint_interval"] > 0 and now - last_ckpt >= tc["checkpoint_interval"]:
                 progress["train_seconds"] = train_seconds()
                 with sigint_deferred() as ctrl_c:

@@ -228,3 +228,44 @@ def test_training_pool_gets_the_kwargs_and_evaluation_scores_real_rewards():
         assert not pool.spec.env_kwargs["reward_clip"] and not pool.spec.env_kwargs["episodic_life"]
     finally:
         pool.close()
+
+
+def test_atari_training_logs_whole_games_real_scores(tmp_path):
+    """With lives as episodes and clipped rewards in training, log.csv's
+    "games" / "game_return" count whole games (game over, or the frame
+    limit) and their unclipped scores, from the pool's EnvPool-style info;
+    header envs log neither."""
+    pytest.importorskip("ale_py")
+    import csv
+
+    cfg = config.load("breakout", [
+        "--vec.backend", "serial", "--vec.num-envs", "4", "--vec.num-batches", "2",
+        "--train.num-steps", "16", "--train.total-timesteps", "512", "--train.num-minibatches", "2",
+        "--train.update-epochs", "1", "--train.dashboard", "none", "--train.tensorboard", "false",
+        "--train.checkpoint-interval", "0", "--train.eval-interval", "0", "--train.log-interval", "0",
+        "--env.kwargs", "episodic_life=true, reward_clip=true, use_fire_reset=true, "
+                        "max_num_frames_per_episode=60"])   # games of <= 15 steps: several per env
+    train.train(cfg, run_dir=str(tmp_path / "run"))
+    with open(tmp_path / "run" / "log.csv") as f:
+        rows = list(csv.DictReader(f))
+    games = sum(int(r["games"]) for r in rows if r["games"])
+    assert games >= 4 * (512 // 4) // 15, games      # every env's games, cut at 15 steps at most
+    scores = [float(r["game_return"]) for r in rows if r["games"]]
+    assert all(0 <= g for g in scores) and all(not r["games"] or r["game_return"] for r in rows)
+    # episodes are lives (or games cut short): never fewer than the games
+    assert sum(int(r["episodes"]) for r in rows) >= games
+
+
+def test_game_counting_sums_unclipped_rewards_until_game_over_or_the_frame_limit():
+    ro = train.Rollout.__new__(train.Rollout)   # only the counters: no pool, no policy
+    ro.game_scores, ro.games = np.zeros(4), [0, 0.0]
+    ids = np.array([2, 3])
+    no = np.zeros(2, bool)
+    ro._count_games({"env_id": ids, "reward": np.array([4.0, 1.0], np.float32),
+                     "terminated": np.array([0, 0], np.int32)}, no)
+    ro._count_games({"env_id": ids, "reward": np.array([7.0, 0.0], np.float32),
+                     "terminated": np.array([1, 0], np.int32)}, no)                 # env 2: game over
+    ro._count_games({"env_id": ids, "reward": np.array([1.0, 1.0], np.float32),
+                     "terminated": np.array([0, 0], np.int32)}, np.array([False, True]))  # env 3: cut
+    assert ro.take_game_stats() == [2, 11.0 + 2.0]
+    assert ro.take_game_stats() == [0, 0.0] and ro.game_scores.tolist() == [0, 0, 1.0, 0]
