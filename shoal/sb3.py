@@ -83,19 +83,13 @@ def _add_env_infos(info: dict, dones: np.ndarray, infos: list[dict]) -> None:
     env's: from the step's dict of arrays (a gymnasium VectorEnv's where its
     "_" mask is set; a native pool's per env) and, for an env whose episode
     ended, from "final_info", the ended step's."""
-    final_info = info.get("final_info") or {}
-    for key, values in info.items():
-        if key.startswith("_") or key in _NOT_ENV_INFO:
-            continue
-        present = info.get(f"_{key}")
-        for i in np.flatnonzero(~dones if present is None else present & ~dones).tolist():
-            infos[i][key] = values[i].item() if isinstance(values[i], np.generic) else values[i]
-    for key, values in final_info.items():
-        if key.startswith("_") or key in _NOT_ENV_INFO:
-            continue
-        present = final_info.get(f"_{key}")
-        for i in np.flatnonzero(dones if present is None else present & dones).tolist():
-            infos[i][key] = values[i].item() if isinstance(values[i], np.generic) else values[i]
+    for source, envs in ((info, ~dones), (info.get("final_info") or {}, dones)):
+        for key, values in source.items():
+            if key.startswith("_") or key in _NOT_ENV_INFO:
+                continue
+            present = source.get(f"_{key}")
+            for i in np.flatnonzero(envs if present is None else present & envs).tolist():
+                infos[i][key] = values[i].item() if isinstance(values[i], np.generic) else values[i]
 
 
 class _SameStepVecEnv(VecEnv):
