@@ -8,6 +8,7 @@ import re
 import pytest
 
 from shoal import cli, progress, render
+from shoal.pool import available_cores
 from shoal.progress import Progress
 
 
@@ -87,8 +88,15 @@ def test_bench_progress_on_stderr_only(capsys):
     plain, none, rich = outputs["plain"], outputs["none"], outputs["rich"]
     assert "| C loop | 64 | 1 |" in plain.out
     assert masked(plain.out) == masked(none.out) == masked(rich.out)
-    assert plain.err.splitlines() == [line for line in plain.err.splitlines() if line.startswith("[cartpole 1/1] ")]
-    assert re.fullmatch(r"\[cartpole 1/1\] C loop, num_envs=64, workers=1 \.\.\. .* steps/s\n", plain.err)
+    # the C loop, and on more than one core the C loop on every core at once
+    cores = available_cores()
+    expected = [r"\[cartpole 1/{n}\] C loop, num_envs=64, workers=1 \.\.\. .* steps/s"]
+    if cores > 1:
+        expected.append(rf"\[cartpole 2/{{n}}\] C loop x cores \(measured\), num_envs=64, workers={cores} \.\.\. .* steps/s")
+    lines = plain.err.splitlines()
+    assert len(lines) == len(expected), lines
+    for line, pattern in zip(lines, expected):
+        assert re.fullmatch(pattern.format(n=len(expected)), line), line
     assert none.err == ""
     assert "[cartpole" not in plain.out + none.out + rich.out
 
