@@ -100,6 +100,8 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
+_NO_INFO: dict = {}   # header envs' step info (never handed out itself: _step_info copies it)
+
 
 def available_cores() -> int:
     """Cores this process may run on (honours affinity masks and containers)."""
@@ -483,14 +485,15 @@ class NativePool:
             raise
 
     def _step_info(self, rows: slice) -> dict:
-        info, final_info = self._env_info(rows)
+        views, final_views = self._env_info(rows)
+        info = dict(views)   # a new dict per step: the caller may extend it
         if self.autoreset_mode != AutoresetMode.SAME_STEP:
             return info
         b = self._buffers
         info.update(same_step_info(b.final_obs[rows], self._final_mask[rows], b.terminals[rows],
                                    b.truncations[rows]))
-        if final_info is not None:
-            info["final_info"] = final_info
+        if final_views is not None:
+            info["final_info"] = dict(final_views)
         return info
 
     def _env_info(self, rows: slice) -> tuple[dict, dict | None]:
@@ -500,15 +503,15 @@ class NativePool:
         gymnasium's step-info keys (Atari's lives and frame numbers, MuJoCo's
         reward terms and positions), one value per env, as views of the
         shared env states. The views of each row range are built once (the
-        binding is loaded on first use, after any fork); each step gets new
-        dicts of them, which the caller may extend."""
+        binding is loaded on first use, after any fork) and returned as
+        they are: _step_info copies what it hands out."""
         if self._info_views is None:
             binding = self.spec.load_binding()
             self._info_views = {"of": getattr(binding, "info", None),
                                 "keys": getattr(binding, "POOL_INFO_KEYS", None)}
         info_of = self._info_views["of"]
         if info_of is None:
-            return {}, None
+            return _NO_INFO, None
         views = self._info_views.get((rows.start, rows.stop))
         if views is None:
             envs = slice(rows.start // self.agents, rows.stop // self.agents)
@@ -518,7 +521,7 @@ class NativePool:
                             else info_of(states, final=final, keys=keys)).items()}
                           for final in (False, True))
             self._info_views[(rows.start, rows.stop)] = views
-        return dict(views[0]), dict(views[1])
+        return views
 
     def send(self, actions, env_ids=None) -> None:
         """Step the batch returned by the oldest unanswered recv(); returns at once.
