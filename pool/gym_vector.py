@@ -119,8 +119,11 @@ class NativeVectorEnv(VectorEnv):
         # Library-backed envs' step info: the keys of gymnasium's (a pool's
         # may add others: Atari's EnvPool keys), and in NEXT_STEP which envs
         # this step resets instead of stepping.
-        info_of = getattr(pool.spec.load_binding(), "info", None)
+        binding = pool.spec.load_binding()
+        info_of = getattr(binding, "info", None)
         self._gym_info_keys = frozenset(info_of(pool.env_states)) if info_of is not None else frozenset()
+        # ... and those gymnasium's env also gives at reset (MuJoCo: positions)
+        self._reset_info_keys = frozenset(getattr(binding, "RESET_INFO_KEYS", ()))
         self._autoresets = np.zeros(self.num_envs, dtype=np.bool_)
 
     @staticmethod
@@ -199,12 +202,17 @@ class NativeVectorEnv(VectorEnv):
             reset_mask = options.pop("reset_mask")  # Sync pops it too (the dict is the caller's)
             validate_reset_mask(reset_mask, self.num_envs)
         pool_seed, pool_mask = self._per_pool_env(seed, reset_mask)
-        obs, _ = self._pool.reset(seed=pool_seed, options=None if pool_mask is None
-                                  else {"reset_mask": pool_mask})
+        obs, pool_info = self._pool.reset(seed=pool_seed, options=None if pool_mask is None
+                                          else {"reset_mask": pool_mask})
         self._remember_seeds(seed, reset_mask)
         self._autoresets[slice(None) if reset_mask is None else reset_mask] = False
         self._reset_done = True
-        return (obs.copy() if self.copy else obs), self._mask_info()
+        infos = self._mask_info()
+        if pool_info:
+            # Sync gathers the reset info of the envs it reset
+            reset = np.ones(self.num_envs, dtype=np.bool_) if reset_mask is None else reset_mask
+            infos.update(self._masked(pool_info, reset))
+        return (obs.copy() if self.copy else obs), infos
 
     def _per_pool_env(self, seed, reset_mask):
         """Seeds and reset mask over rows -> over the pool's envs. With several
@@ -288,30 +296,44 @@ class NativeVectorEnv(VectorEnv):
                 infos)
 
     def _env_infos(self, pool_info: dict, terminations: np.ndarray, truncations: np.ndarray) -> dict:
-        """The library-backed env's step info as SyncVectorEnv gathers it from
-        shoal.single.SingleEnv's (floats; an autoreset's info is empty):
-        float64 arrays, 0 and masked false where this step was a reset."""
+        """The library-backed env's info as SyncVectorEnv gathers it from
+        shoal.single.SingleEnv's: where this step stepped an env, its step
+        info; where it reset one (an autoreset), its reset info, which holds
+        only the reset keys (the pool's values there are the reset's)."""
         ended = terminations | truncations
         if self.autoreset_mode is AutoresetMode.NEXT_STEP:
-            stepped = ~self._autoresets
+            reset = self._autoresets
             self._autoresets = ended
         elif self.autoreset_mode is AutoresetMode.SAME_STEP:
-            stepped = ~ended
+            reset = ended
         else:
-            stepped = np.ones(self.num_envs, dtype=np.bool_)
-        return self._masked({k: v for k, v in pool_info.items() if k in self._gym_info_keys}, stepped)
+            return self._masked(self._gym_keys_of(pool_info), np.ones(self.num_envs, dtype=np.bool_))
+        if not reset.any():
+            return self._masked(self._gym_keys_of(pool_info), ~reset)
+        stepped, everywhere = ~reset, np.ones(self.num_envs, dtype=np.bool_)
+        per_env = self._gym_keys_of(pool_info)
+        if reset[0]:   # Sync's key order: env 0's reset info first, then the step's other keys
+            per_env = dict(sorted(per_env.items(), key=lambda item: item[0] not in self._reset_info_keys))
+        return self._masked(per_env, {key: everywhere if key in self._reset_info_keys else stepped
+                                      for key in per_env})
 
-    def _masked(self, per_env_info: dict, present: np.ndarray) -> dict:
+    def _gym_keys_of(self, pool_info: dict) -> dict:
+        return {k: v for k, v in pool_info.items() if k in self._gym_info_keys}
+
+    def _masked(self, per_env_info: dict, present) -> dict:
         """Sync's dict-of-arrays form of per-env values reported where
-        `present` (over rows): float64, 0 elsewhere, with "_" masks; {} if
-        no row has them."""
+        `present` (over rows; one mask, or one per key): float64 for float
+        values, int64 for integers (Sync's arrays of Python floats and
+        ints), 0 elsewhere, with "_" masks; no key where no row has it."""
         infos = {}
-        if not present.any():
-            return infos
         for key, per_env in per_env_info.items():
+            where = present[key] if isinstance(present, dict) else present
+            if not where.any():
+                continue
             values = np.repeat(per_env, self.agents_per_env) if self.agents_per_env > 1 else per_env
-            infos[key] = np.where(present, values, 0.0)
-            infos[f"_{key}"] = present.copy()
+            dtype = np.float64 if values.dtype.kind == "f" else np.int64
+            infos[key] = np.where(where, values, 0).astype(dtype, copy=False)
+            infos[f"_{key}"] = where.copy()
         return infos
 
     def _final_infos(self, final_obs: np.ndarray, ended: np.ndarray, final_info: dict) -> dict:
@@ -325,8 +347,7 @@ class NativeVectorEnv(VectorEnv):
         for i, row in zip(rows.tolist(), final_obs[rows]):
             objects[i] = row
         return {"final_obs": objects, "_final_obs": ended.copy(),
-                "final_info": self._masked({k: v for k, v in final_info.items() if k in self._gym_info_keys},
-                                           ended),
+                "final_info": self._masked(self._gym_keys_of(final_info), ended),
                 "_final_info": ended.copy()}
 
     def render(self):

@@ -355,7 +355,10 @@ class NativePool:
 
         Returns:
             (obs, info): obs is a view of the shared buffer, (num_rows,
-            *obs_shape), overwritten by the next call; info is {}.
+            *obs_shape), overwritten by the next call; info is {} for
+            header envs, and for library-backed envs gymnasium's reset-info
+            keys, one value per env (Atari: "lives", "episode_frame_number",
+            "frame_number"; MuJoCo: the positions, e.g. "x_position").
 
         Raises:
             ValueError / TypeError: a bad seed or reset_mask (nothing is reset).
@@ -376,7 +379,13 @@ class NativePool:
         self._set_seeds(seed)
         keep_unmasked(self._buffers.reset_requests, parse_reset_mask(options, self.num_envs))
         self._run_all(_native.CMD_RESET)
-        return self._buffers.obs, {}
+        return self._buffers.obs, self._reset_info()
+
+    def _reset_info(self) -> dict:
+        """Every env's reset info (see reset): a new dict of views."""
+        views, _ = self._env_info(slice(0, self.num_rows))
+        reset_keys = self._info_views["reset_keys"]
+        return {key: values for key, values in views.items() if key in reset_keys}
 
     def async_reset(self, *, seed=None, options: dict | None = None) -> None:
         """Reset all envs without waiting; recv() then returns batches in order."""
@@ -441,7 +450,8 @@ class NativePool:
             Library-backed envs add gymnasium's step-info keys, one value
             per env (Atari: "lives", "episode_frame_number",
             "frame_number"; MuJoCo: its reward terms and positions): after
-            an autoreset, the reset's values; in SAME_STEP mode also
+            an autoreset, the reset's (MuJoCo: its positions, the reward
+            terms 0); in SAME_STEP mode also
             "final_info", the same keys for the ended step, valid in the
             rows where info["_final_obs"].
 
@@ -508,7 +518,8 @@ class NativePool:
         if self._info_views is None:
             binding = self.spec.load_binding()
             self._info_views = {"of": getattr(binding, "info", None),
-                                "keys": getattr(binding, "POOL_INFO_KEYS", None)}
+                                "keys": getattr(binding, "POOL_INFO_KEYS", None),
+                                "reset_keys": getattr(binding, "RESET_INFO_KEYS", ())}
         info_of = self._info_views["of"]
         if info_of is None:
             return _NO_INFO, None

@@ -80,16 +80,22 @@ _NOT_ENV_INFO = frozenset({"final_obs", "final_info", "env_id"})
 def _add_env_infos(info: dict, dones: np.ndarray, infos: list[dict]) -> None:
     """The envs' own step info (library-backed envs: MuJoCo's reward terms,
     Atari's lives...) into each env's dict, as DummyVecEnv passes on each
-    env's: from the step's dict of arrays (a gymnasium VectorEnv's where its
-    "_" mask is set; a native pool's per env) and, for an env whose episode
-    ended, from "final_info", the ended step's."""
-    for source, envs in ((info, ~dones), (info.get("final_info") or {}, dones)):
-        for key, values in source.items():
-            if key.startswith("_") or key in _NOT_ENV_INFO:
-                continue
-            present = source.get(f"_{key}")
-            for i in np.flatnonzero(envs if present is None else present & envs).tolist():
-                infos[i][key] = values[i].item() if isinstance(values[i], np.generic) else values[i]
+    env's: from the step's dict of arrays for the envs that stepped on, and,
+    for an env whose episode ended, from "final_info", the ended step's."""
+    _spread(info, ~dones, infos)
+    _spread(info.get("final_info") or {}, dones, infos)
+
+
+def _spread(source: dict, envs: np.ndarray, infos: list[dict], keys=None) -> None:
+    """A dict of per-env arrays (a gymnasium VectorEnv's, where its "_" mask
+    is set; a native pool's, every env) into infos[i] for the envs in `envs`
+    (only `keys`, when given), as Python scalars where they are numpy's."""
+    for key, values in source.items():
+        if key.startswith("_") or key in _NOT_ENV_INFO or (keys is not None and key not in keys):
+            continue
+        present = source.get(f"_{key}")
+        for i in np.flatnonzero(envs if present is None else present & envs).tolist():
+            infos[i][key] = values[i].item() if isinstance(values[i], np.generic) else values[i]
 
 
 class _SameStepVecEnv(VecEnv):
@@ -99,9 +105,12 @@ class _SameStepVecEnv(VecEnv):
 
     copy_obs = False
     _actions = None
+    # The keys of an autoreset's info, among what the step's info holds for
+    # an ended env; None: the "_" masks say (a gymnasium VectorEnv's infos).
+    _reset_info_keys = None
 
     def _reset_vector(self, seeds: list):
-        """Reset with SB3's per-env seeds (None where unseeded): the obs."""
+        """Reset with SB3's per-env seeds (None where unseeded): (obs, info)."""
         raise NotImplementedError
 
     def _step_vector(self, actions: np.ndarray) -> tuple:
@@ -109,11 +118,13 @@ class _SameStepVecEnv(VecEnv):
         raise NotImplementedError
 
     def reset(self):
-        """Reset every env (seeds from `seed()` apply once) and return the obs."""
-        obs = self._reset_vector(self._seeds)
+        """Reset every env (seeds from `seed()` apply once) and return the
+        obs; `reset_infos[i]` holds env i's reset info, as DummyVecEnv's."""
+        obs, info = self._reset_vector(self._seeds)
         self._reset_seeds()
         self._reset_options()
         self.reset_infos = [{} for _ in range(self.num_envs)]
+        _spread(info, np.ones(self.num_envs, dtype=bool), self.reset_infos, self._reset_info_keys)
         return obs.copy() if self.copy_obs else obs
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -126,6 +137,11 @@ class _SameStepVecEnv(VecEnv):
         actions, self._actions = self._actions, None
         obs, rewards, terminated, truncated, info = self._step_vector(np.asarray(actions))
         dones, infos = sb3_dones_and_infos(terminated, truncated, info)
+        if dones.any():   # DummyVecEnv keeps each autoreset's info in reset_infos
+            fresh = [{} for _ in range(self.num_envs)]
+            _spread(info, dones, fresh, self._reset_info_keys)
+            for i in np.flatnonzero(dones).tolist():
+                self.reset_infos[i] = fresh[i]
         # rewards: always a fresh array (VecNormalize keeps the last step's)
         return (obs.copy() if self.copy_obs else obs), np.array(rewards, dtype=np.float32), dones, infos
 
@@ -156,8 +172,10 @@ class ShoalVecEnv(_SameStepVecEnv):
         self.env_spec = self.pool.spec                       # shoal's EnvSpec
         # The step info single envs give (gymnasium's keys), as DummyVecEnv passes on;
         # a pool's may hold more (Atari's EnvPool keys).
-        info_of = getattr(self.env_spec.load_binding(), "info", None)
+        binding = self.env_spec.load_binding()
+        info_of = getattr(binding, "info", None)
         self._info_keys = set(info_of(self.pool.env_states)) if info_of is not None else set()
+        self._reset_info_keys = frozenset(getattr(binding, "RESET_INFO_KEYS", ()))
         self.spec = gymnasium.spec(gym_id(self.env_spec.name))  # gymnasium's, as SB3's wrappers expect
         super().__init__(self.pool.num_rows, self.pool.single_observation_space,
                          self.pool.single_action_space)
@@ -171,7 +189,7 @@ class ShoalVecEnv(_SameStepVecEnv):
             seed = [seeds[i * self.env_spec.agents] for i in range(self.pool.num_envs)]
         else:
             seed = None
-        return self.pool.reset(seed=seed)[0]
+        return self.pool.reset(seed=seed)
 
     def _step_vector(self, actions: np.ndarray) -> tuple:
         obs, rewards, terminated, truncated, info = self.pool.step(actions)
@@ -229,7 +247,7 @@ class VectorEnvAdapter(_SameStepVecEnv):
                          vector_env.single_action_space)
 
     def _reset_vector(self, seeds: list):
-        return self.vector_env.reset(seed=seeds if any(s is not None for s in seeds) else None)[0]
+        return self.vector_env.reset(seed=seeds if any(s is not None for s in seeds) else None)
 
     def _step_vector(self, actions: np.ndarray) -> tuple:
         return self.vector_env.step(actions)

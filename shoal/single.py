@@ -36,15 +36,21 @@ class SingleEnv(gymnasium.Env):
         self.action_space = spec.single_action_space
         self.render_mode = render_mode
         self._action = np.zeros(self._pool.action_space.shape, dtype=self._pool.buffers.actions.dtype)
-        # Library-backed envs report gymnasium's step info (reward terms,
-        # positions) from their shared state; header envs have none.
+        # Library-backed envs report gymnasium's step and reset info (reward
+        # terms, positions, lives) from their shared state; header envs have none.
         self._binding = spec.load_binding()
         self._info_of = getattr(self._binding, "info", None)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        obs, _ = self._pool.reset(seed=seed)
-        return obs[0].copy(), {}
+        obs, info = self._pool.reset(seed=seed)
+        return obs[0].copy(), self._one_env(info)
+
+    @staticmethod
+    def _one_env(info: dict) -> dict:
+        """The pool's per-env info arrays -> this env's Python scalars (int
+        for Atari's counters, float for MuJoCo's values, as gymnasium's envs)."""
+        return {key: values[0].item() for key, values in info.items()}
 
     def step(self, action):
         if self.spec_continuous:
@@ -57,8 +63,7 @@ class SingleEnv(gymnasium.Env):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
         self._action[0] = action
         obs, rewards, terminals, truncations, _ = self._pool.step(self._action)
-        info = {} if self._info_of is None else {
-            key: float(values[0]) for key, values in self._info_of(self._pool.env_states).items()}
+        info = {} if self._info_of is None else self._one_env(self._info_of(self._pool.env_states))
         return obs[0].copy(), float(rewards[0]), bool(terminals[0]), bool(truncations[0]), info
 
     @property

@@ -50,10 +50,13 @@ def compare_with_gymnasium(game: str, steps: int, seed: int, **kwargs) -> int:
     clip = pool.spec.env_kwargs["reward_clip"]
     ends, ref_done = 0, False
     try:
-        obs, _ = pool.reset(seed=seed)
+        obs, info = pool.reset(seed=seed)
         ref_obs, ref_info = ref.reset(seed=seed)
         assert obs.shape[1:] == ref_obs.shape == pool.spec.obs_shape
         np.testing.assert_array_equal(obs[0], ref_obs, err_msg=f"{game}: first reset")
+        # the reset info: gymnasium's keys (less ale-py's "seeds") and values
+        assert {key: int(values[0]) for key, values in info.items()} == \
+            {key: value for key, value in ref_info.items() if key != "seeds"}, f"{game}: reset info"
         rng = np.random.default_rng(seed)
         for t in range(steps):
             action = int(rng.integers(pool.spec.action_nvec[0]))
@@ -174,8 +177,9 @@ def test_pool_info_has_envpools_unclipped_reward_and_game_over():
             lives_lost += (term & ~game_over).sum()
         assert games >= 2 and lives_lost >= 4 * games, (games, lives_lost)
     single = gymnasium.make("shoal/Breakout-v5")
-    single.reset(seed=0)
-    assert set(single.step(0)[4]) == {"lives", "episode_frame_number", "frame_number"}
+    gym_keys = {"lives", "episode_frame_number", "frame_number"}
+    for info in (single.reset(seed=0)[1], single.step(0)[4]):   # ints, as ale-py's AtariEnv gives
+        assert set(info) == gym_keys and all(type(v) is int for v in info.values()), info
     single.close()
     pytest.importorskip("stable_baselines3")
     from shoal.sb3 import ShoalVecEnv

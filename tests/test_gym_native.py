@@ -410,7 +410,8 @@ def test_unsupported_arguments_are_rejected(no_leaks):
 def test_library_env_step_infos_equal_syncs(mode, env_id, library, steps, kwargs):
     """Library-backed envs' step info (MuJoCo's reward terms, Atari's lives
     and frame numbers) as SyncVectorEnv gathers it from gymnasium.make's
-    envs: float64 values with "_" masks, masked out on autoreset steps, and
+    envs: float64 or int64 values with "_" masks, on autoreset steps the
+    reset info (the positions, the lives) and the rest masked out, and
     in SAME_STEP the ended steps' values in "final_info"."""
     pytest.importorskip(library)
     native = gymnasium.make_vec(env_id, num_envs=3, vectorization_mode="vector_entry_point",

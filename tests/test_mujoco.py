@@ -129,6 +129,47 @@ def test_seed_rule_and_pools_agree():
     single.close()
 
 
+@pytest.mark.parametrize("name", MUJOCO)
+def test_reset_info_is_gymnasiums(name):
+    """A pool's reset info, and the step info after a NEXT_STEP autoreset,
+    hold gymnasium's reset info (its _get_reset_info of the same state): the
+    positions, less Humanoid's tendon arrays; SingleEnv.reset returns it."""
+    genv = gymnasium.make(f"{name}-v5").unwrapped
+    genv.reset(seed=0)
+    with Serial(name, 3, seed=0) as pool:
+        def gymnasiums(i):
+            block = next(b for batch in pool._blocks for b in batch if b._start <= i < b._start + b.count)
+            genv.set_state(*block.get_state(i - block._start))
+            return {k: v for k, v in genv._get_reset_info().items() if not k.startswith("tendon_")}
+
+        _, views = pool.reset(seed=4)
+        info = {key: values.copy() for key, values in views.items()}   # views: later steps rewrite them
+        assert set(info) == set(pool.spec.load_binding().RESET_INFO_KEYS)
+        for i in range(3):
+            expected = gymnasiums(i)
+            assert set(info) == set(expected), (sorted(info), sorted(expected))
+            for key, value in expected.items():
+                assert info[key][i] == pytest.approx(value, rel=1e-12, abs=1e-15), (key, i)
+        # NEXT_STEP: after an episode ends, the next step resets the env and
+        # reports the reset state's positions (the other keys are the step's)
+        truncate_or_fall = np.ones((3, *pool.spec.single_action_space.shape), np.float32)
+        for _ in range(pool.spec.max_episode_steps + 1):
+            _, _, term, trunc, _ = pool.step(truncate_or_fall)
+            if (term | trunc)[0]:
+                break
+        assert (term | trunc)[0]
+        _, _, term, trunc, step_info = pool.step(truncate_or_fall)
+        assert not (term | trunc)[0]
+        for key, value in gymnasiums(0).items():
+            assert step_info[key][0] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+    single = gymnasium.make(f"shoal/{name}-v5")
+    _, reset_info = single.reset(seed=4)
+    assert set(reset_info) == set(info) and all(type(v) is float for v in reset_info.values())
+    assert reset_info == {key: values[0] for key, values in info.items()}
+    single.close()
+    genv.close()
+
+
 def test_async_pool_infos_are_each_envs_step_info(no_leaks):
     """recv()'s info holds, for the batch's envs, gymnasium's step-info keys
     (reward terms, positions): env i's values are SingleEnv i's (seed s + i)

@@ -27,6 +27,7 @@ def test_equals_dummy_vec_env_step_by_step(name, num_envs):
     assert ours.observation_space == ref.observation_space and ours.action_space == ref.action_space
     assert ours.seed(11) == ref.seed(11)
     np.testing.assert_array_equal(ours.reset(), ref.reset())
+    assert ours.reset_infos == ref.reset_infos   # Hopper: its positions
     rng = np.random.default_rng(0)
     ended = truncated = infos = 0
     for t in range(700):   # past CartPole's 500-step limit: truncations too
@@ -52,6 +53,7 @@ def test_equals_dummy_vec_env_step_by_step(name, num_envs):
             assert set(a) - {"TimeLimit.truncated", "terminal_observation"} == keys
             assert all(a[k] == b[k] for k in keys), (t, a, b)
             infos += bool(keys)
+        assert ours.reset_infos == ref.reset_infos, t   # an autoreset's info
     assert ended > 0
     assert infos > 0 if shoal.env_spec(name).kind == "worker" else infos == 0
     ours.close()
@@ -161,6 +163,7 @@ def test_vector_env_adapter_passes_on_step_infos_as_dummy_vec_env():
         ours.seed(5)
         ref.seed(5)
         np.testing.assert_array_equal(ours.reset(), ref.reset())
+        assert ours.reset_infos == ref.reset_infos and "x_position" in ours.reset_infos[0]
         rng = np.random.default_rng(1)
         ended = 0
         for t in range(80):
@@ -171,6 +174,7 @@ def test_vector_env_adapter_passes_on_step_infos_as_dummy_vec_env():
                 a_obs, b_obs = a.pop("terminal_observation", None), b.pop("terminal_observation", None)
                 np.testing.assert_array_equal(a_obs, b_obs)
                 assert a == b and "x_position" in a, (t, a, b)
+            assert ours.reset_infos == ref.reset_infos, t
         assert ended >= 2
     finally:
         ours.close()

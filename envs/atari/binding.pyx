@@ -733,6 +733,7 @@ class AtariBinding:
     # whether the game is over (with episodic_life, the last life lost), so
     # that EnvPool-style loggers can sum whole games' real scores.
     POOL_INFO_KEYS = INFO_KEYS + ("reward", "terminated")
+    RESET_INFO_KEYS = INFO_KEYS   # gymnasium's AtariEnv gives the same three at reset
 
     def __init__(self, spec: EnvSpec):
         ale_py = _ale_py()

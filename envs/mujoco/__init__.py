@@ -24,6 +24,10 @@ import numpy as np
 from shoal.envs import EnvSpec
 
 INF = math.inf
+# The info keys gymnasium's locomotion envs also give at reset (their
+# _get_reset_info), less Humanoid's tendon arrays, which have no slot.
+POSITION_INFO_KEYS = frozenset({"x_position", "y_position", "z_distance_from_origin",
+                                "distance_from_origin"})
 GENERIC_KWARGS = ("xml_file", "frame_skip", "max_episode_steps")
 
 
@@ -38,6 +42,12 @@ class Model:
     # The obs size for a parameter dict (mirrors the header's obs_size()):
     # lets a spec be configured without loading the model.
     obs_size: object
+
+    @property
+    def reset_info_keys(self) -> tuple:
+        """gymnasium's reset info: the positions among the info keys (the
+        header's positions() writes them after a reset, too)."""
+        return tuple(key for key in self.info_keys if key in POSITION_INFO_KEYS)
 
 
 MODELS = {

@@ -66,6 +66,15 @@ static int ant_is_healthy(const mujoco_env* env) {
     return env->cfg[ANT_Z_LOW] <= z && z <= env->cfg[ANT_Z_HIGH];
 }
 
+/* Info slots 4-6: x_position, y_position, distance_from_origin (also
+ * gymnasium's reset info). */
+static void ant_positions(const mujoco_env* env, double* info) {
+    const double* qpos = env->d->qpos;
+    info[4] = qpos[0];
+    info[5] = qpos[1];
+    info[6] = sqrt(qpos[0] * qpos[0] + qpos[1] * qpos[1]);
+}
+
 static int ant_step(mujoco_env* env, const float* action, double* obs, double* reward) {
     const mjModel* m = env->m;
     const double* cfg = env->cfg;
@@ -89,9 +98,7 @@ static int ant_step(mujoco_env* env, const float* action, double* obs, double* r
     info[1] = -ctrl;
     info[2] = -contact;
     info[3] = survive;
-    info[4] = d->qpos[0];
-    info[5] = d->qpos[1];
-    info[6] = sqrt(d->qpos[0] * d->qpos[0] + d->qpos[1] * d->qpos[1]);
+    ant_positions(env, info);
     info[7] = x_velocity;
     info[8] = y_velocity;
     ant_observe(env, obs);
@@ -105,6 +112,7 @@ static void ant_reset_model(mujoco_env* env) {
 /* cfrc_ext (obs and contact cost) is filled by mj_rnePostConstraint. */
 static const mujoco_kind ant_kind = {
     "Ant", ant_observe, ant_step, ant_reset_model, ant_obs_size, 1,
+    ant_positions,
 };
 
 #endif

@@ -116,6 +116,7 @@ class MujocoBinding:
             raise RuntimeError(f"{spec.name} is not in shoal's MuJoCo library (library.c's KINDS)")
         self.kind = lib.kind_index[spec.name]
         self.info_keys = MODELS[spec.name].info_keys
+        self.RESET_INFO_KEYS = MODELS[spec.name].reset_info_keys   # gymnasium's reset info
         self.model = load_model(spec.env_kwargs["xml_file"])
         sizes = (ctypes.c_int * 4)()
         timestep = ctypes.c_double()
@@ -146,7 +147,8 @@ class MujocoBinding:
         """The last step's info values of every env (final: when its last
         reset began, i.e. a SAME_STEP autoreset's ended step), from the
         pool's env_states buffer: {name: array (num_envs,)}, names as
-        gymnasium's step info."""
+        gymnasium's step info. After a reset: the positions (RESET_INFO_KEYS),
+        zeros elsewhere."""
         slots = env_states.view(STATE_DTYPE)["final_info" if final else "info"]
         return {key: slots[:, k] for k, key in enumerate(self.info_keys) if keys is None or key in keys}
 

@@ -31,6 +31,11 @@ static void half_cheetah_observe(const mujoco_env* env, double* obs) {
     for (int i = 0; i < env->m->nv; i++) obs[k++] = d->qvel[i];
 }
 
+/* Info slot 2, x_position (also gymnasium's whole reset info). */
+static void half_cheetah_positions(const mujoco_env* env, double* info) {
+    info[2] = env->d->qpos[0];
+}
+
 static int half_cheetah_step(mujoco_env* env, const float* action, double* obs, double* reward) {
     const double* cfg = env->cfg;
     const double x_before = env->d->qpos[0];
@@ -43,7 +48,7 @@ static int half_cheetah_step(mujoco_env* env, const float* action, double* obs, 
     double* info = env->state->info;
     info[0] = forward;
     info[1] = -ctrl;
-    info[2] = x_after;
+    half_cheetah_positions(env, info);
     info[3] = x_velocity;
     half_cheetah_observe(env, obs);
     return 0;
@@ -55,7 +60,7 @@ static void half_cheetah_reset_model(mujoco_env* env) {
 
 static const mujoco_kind half_cheetah_kind = {
     "HalfCheetah", half_cheetah_observe, half_cheetah_step, half_cheetah_reset_model,
-    half_cheetah_obs_size, 0,
+    half_cheetah_obs_size, 0, half_cheetah_positions,
 };
 
 #endif

@@ -65,6 +65,13 @@ static int hopper_is_healthy(const mujoco_env* env) {
         && cfg[HOPPER_ANGLE_LOW] < angle && angle < cfg[HOPPER_ANGLE_HIGH];
 }
 
+/* Info slots 3, 4: x_position, z_distance_from_origin (also gymnasium's
+ * whole reset info). */
+static void hopper_positions(const mujoco_env* env, double* info) {
+    info[3] = env->d->qpos[0];
+    info[4] = env->d->qpos[1] - env->m->qpos0[1];
+}
+
 static int hopper_step(mujoco_env* env, const float* action, double* obs, double* reward) {
     const double* cfg = env->cfg;
     const double x_before = env->d->qpos[0];
@@ -80,8 +87,7 @@ static int hopper_step(mujoco_env* env, const float* action, double* obs, double
     info[0] = forward;
     info[1] = -ctrl;
     info[2] = survive;
-    info[3] = x_after;
-    info[4] = env->d->qpos[1] - env->m->qpos0[1];
+    hopper_positions(env, info);
     info[5] = x_velocity;
     hopper_observe(env, obs);
     return !healthy && cfg[HOPPER_TERMINATE_WHEN_UNHEALTHY] != 0.0;
@@ -93,6 +99,7 @@ static void hopper_reset_model(mujoco_env* env) {
 
 static const mujoco_kind hopper_kind = {
     "Hopper", hopper_observe, hopper_step, hopper_reset_model, hopper_obs_size, 0,
+    hopper_positions,
 };
 
 #endif

@@ -109,6 +109,15 @@ static int humanoid_is_healthy(const mujoco_env* env) {
     return env->cfg[HUMANOID_Z_LOW] < z && z < env->cfg[HUMANOID_Z_HIGH];
 }
 
+/* Info slots 4-6: x_position, y_position, distance_from_origin (also
+ * gymnasium's reset info, less its tendon arrays). */
+static void humanoid_positions(const mujoco_env* env, double* info) {
+    const double* qpos = env->d->qpos;
+    info[4] = qpos[0];
+    info[5] = qpos[1];
+    info[6] = sqrt(qpos[0] * qpos[0] + qpos[1] * qpos[1]);
+}
+
 static int humanoid_step(mujoco_env* env, const float* action, double* obs, double* reward) {
     const mjModel* m = env->m;
     const double* cfg = env->cfg;
@@ -132,9 +141,7 @@ static int humanoid_step(mujoco_env* env, const float* action, double* obs, doub
     info[1] = forward;
     info[2] = -ctrl;
     info[3] = -contact;
-    info[4] = d->qpos[0];
-    info[5] = d->qpos[1];
-    info[6] = sqrt(d->qpos[0] * d->qpos[0] + d->qpos[1] * d->qpos[1]);
+    humanoid_positions(env, info);
     info[7] = x_velocity;
     info[8] = y_velocity;
     humanoid_observe(env, obs);
@@ -148,6 +155,7 @@ static void humanoid_reset_model(mujoco_env* env) {
 /* cfrc_ext (obs and contact cost) is filled by mj_rnePostConstraint. */
 static const mujoco_kind humanoid_kind = {
     "Humanoid", humanoid_observe, humanoid_step, humanoid_reset_model, humanoid_obs_size, 1,
+    humanoid_positions,
 };
 
 #endif

@@ -67,6 +67,15 @@ static void humanoid_standup_observe(const mujoco_env* env, double* obs) {
         for (int i = 6; i < 6 * m->nbody; i++) obs[k++] = d->cfrc_ext[i];
 }
 
+/* Info slots 3-5: x_position, y_position, z_distance_from_origin (also
+ * gymnasium's reset info, less its tendon arrays). */
+static void humanoid_standup_positions(const mujoco_env* env, double* info) {
+    const double* qpos = env->d->qpos;
+    info[3] = qpos[0];
+    info[4] = qpos[1];
+    info[5] = qpos[2] - env->m->qpos0[2];
+}
+
 static int humanoid_standup_step(mujoco_env* env, const float* action, double* obs,
                                  double* reward) {
     const mjModel* m = env->m;
@@ -86,9 +95,7 @@ static int humanoid_standup_step(mujoco_env* env, const float* action, double* o
     info[0] = uph_cost;
     info[1] = -quad_ctrl_cost;
     info[2] = -quad_impact_cost;
-    info[3] = d->qpos[0];
-    info[4] = d->qpos[1];
-    info[5] = d->qpos[2] - m->qpos0[2];
+    humanoid_standup_positions(env, info);
     humanoid_standup_observe(env, obs);
     return 0;
 }
@@ -99,7 +106,7 @@ static void humanoid_standup_reset_model(mujoco_env* env) {
 
 static const mujoco_kind humanoid_standup_kind = {
     "HumanoidStandup", humanoid_standup_observe, humanoid_standup_step,
-    humanoid_standup_reset_model, humanoid_standup_obs_size, 1,
+    humanoid_standup_reset_model, humanoid_standup_obs_size, 1, humanoid_standup_positions,
 };
 
 #endif

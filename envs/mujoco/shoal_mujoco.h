@@ -6,7 +6,8 @@
  * state is an mjData, full of pointers, made by libmujoco. So:
  *
  *   shared memory  `mujoco_state`: the env's RNG, step count and last step's
- *                  info values (reward terms, positions). Pointer-free, in
+ *                  info values (reward terms, positions; after a reset,
+ *                  the positions alone, zeros elsewhere). Pointer-free, in
  *                  the pool's env_states buffer like any env struct.
  *   the worker     `mujoco_env`: the env's mjData, the worker's one mjModel
  *                  (loaded once, shared by every env of its block), the
@@ -73,6 +74,10 @@ typedef struct mujoco_kind {
     /* Observation size for this model and parameters. */
     int (*obs_size)(const mjModel* m, const double* cfg);
     int needs_rne_post_constraint;         /* the obs reads cfrc_ext / cacc */
+    /* Writes the position info slots (x_position, ...) of the current state:
+     * after a step, and after a reset, whose info gymnasium gives as these
+     * positions alone. NULL where gymnasium's reset info is empty. */
+    void (*positions)(const mujoco_env* env, double* info);
 } mujoco_kind;
 
 /* The names shoal_vec.h asks of an env with prefix `mujoco`. */
@@ -171,6 +176,7 @@ static inline void mujoco_reset(mujoco_env* env, double* obs, uint8_t* mask) {
         env->state->final_info[k] = env->state->info[k];
         env->state->info[k] = 0.0;
     }
+    if (env->kind->positions) env->kind->positions(env, env->state->info);
     env->kind->observe(env, obs);
     mask[0] = 1;
 }

@@ -34,6 +34,15 @@ static void swimmer_observe(const mujoco_env* env, double* obs) {
     for (int i = 0; i < env->m->nv; i++) obs[k++] = d->qvel[i];
 }
 
+/* Info slots 2-4: x_position, y_position, distance_from_origin (also
+ * gymnasium's whole reset info). */
+static void swimmer_positions(const mujoco_env* env, double* info) {
+    const double* qpos = env->d->qpos;
+    info[2] = qpos[0];
+    info[3] = qpos[1];
+    info[4] = sqrt(qpos[0] * qpos[0] + qpos[1] * qpos[1]);
+}
+
 static int swimmer_step(mujoco_env* env, const float* action, double* obs, double* reward) {
     const double* cfg = env->cfg;
     const double x_before = env->d->qpos[0], y_before = env->d->qpos[1];
@@ -47,9 +56,7 @@ static int swimmer_step(mujoco_env* env, const float* action, double* obs, doubl
     double* info = env->state->info;
     info[0] = forward;
     info[1] = -ctrl;
-    info[2] = x_after;
-    info[3] = y_after;
-    info[4] = sqrt(x_after * x_after + y_after * y_after);
+    swimmer_positions(env, info);
     info[5] = x_velocity;
     info[6] = y_velocity;
     swimmer_observe(env, obs);
@@ -62,6 +69,7 @@ static void swimmer_reset_model(mujoco_env* env) {
 
 static const mujoco_kind swimmer_kind = {
     "Swimmer", swimmer_observe, swimmer_step, swimmer_reset_model, swimmer_obs_size, 0,
+    swimmer_positions,
 };
 
 #endif

@@ -57,6 +57,13 @@ static int walker2d_is_healthy(const mujoco_env* env) {
         && cfg[WALKER2D_ANGLE_LOW] < angle && angle < cfg[WALKER2D_ANGLE_HIGH];
 }
 
+/* Info slots 3, 4: x_position, z_distance_from_origin (also gymnasium's
+ * whole reset info). */
+static void walker2d_positions(const mujoco_env* env, double* info) {
+    info[3] = env->d->qpos[0];
+    info[4] = env->d->qpos[1] - env->m->qpos0[1];
+}
+
 static int walker2d_step(mujoco_env* env, const float* action, double* obs, double* reward) {
     const double* cfg = env->cfg;
     const double x_before = env->d->qpos[0];
@@ -72,8 +79,7 @@ static int walker2d_step(mujoco_env* env, const float* action, double* obs, doub
     info[0] = forward;
     info[1] = -ctrl;
     info[2] = survive;
-    info[3] = x_after;
-    info[4] = env->d->qpos[1] - env->m->qpos0[1];
+    walker2d_positions(env, info);
     info[5] = x_velocity;
     walker2d_observe(env, obs);
     return !healthy && cfg[WALKER2D_TERMINATE_WHEN_UNHEALTHY] != 0.0;
@@ -85,6 +91,7 @@ static void walker2d_reset_model(mujoco_env* env) {
 
 static const mujoco_kind walker2d_kind = {
     "Walker2d", walker2d_observe, walker2d_step, walker2d_reset_model, walker2d_obs_size, 0,
+    walker2d_positions,
 };
 
 #endif
