@@ -351,13 +351,22 @@ class NativeVectorEnv(VectorEnv):
                 "_final_info": ended.copy()}
 
     def render(self):
-        """A frame (render_mode "rgb_array") or text view ("ansi") of every
-        env (not every agent row), as a tuple like SyncVectorEnv's; None
-        without a render_mode."""
+        """A frame (render_mode "rgb_array") or text view ("ansi") per
+        sub-env, as a tuple like SyncVectorEnv's (num_envs long, as
+        gymnasium's HumanRendering and RecordVideo expect): the agent rows of
+        a multi-agent env each show their env's view (the same object,
+        drawn once). Without a render_mode, a tuple of None.
+
+        Raises:
+            ResetNeeded: before the first reset() (as Sync's envs).
+        """
         self._check_open()
+        if not self._reset_done:
+            raise ResetNeeded("Cannot call `env.render()` before calling `env.reset()`")
         if self.render_mode is None:
-            return None
-        return tuple(render.render(self._pool, self.render_mode, i) for i in range(self._pool.num_envs))
+            return (None,) * self.num_envs
+        views = [render.render(self._pool, self.render_mode, i) for i in range(self._pool.num_envs)]
+        return tuple(views[row // self.agents_per_env] for row in range(self.num_envs))
 
     def close_extras(self, **kwargs: Any) -> None:
         if self._pool is not None:
@@ -388,14 +397,18 @@ class NativeVectorEnv(VectorEnv):
         """One value per env of a sub-env attribute (as SyncVectorEnv.get_attr).
 
         Supported: observation_space, action_space, metadata, render_mode,
-        np_random_seed, and the pool's own attributes (num_workers,
-        autoreset_mode, spec: shoal's EnvSpec, not gymnasium's), the same for
-        every env. The envs are C structs:
-        other names raise AttributeError.
+        np_random_seed, spec (gymnasium's registered EnvSpec of the id;
+        shoal's own is `pool.spec`), and the pool's own attributes
+        (num_workers, autoreset_mode, ...), the same for every env. The
+        envs are C structs: other names raise AttributeError.
         """
         self._check_open()
         if name == "np_random_seed":
             return self.np_random_seed
+        if name == "spec":   # each sub-env's gymnasium EnvSpec, as gymnasium.make's envs have
+            import gymnasium
+            from shoal.registration import gym_id
+            return (gymnasium.spec(gym_id(self._pool.spec.name)),) * self.num_envs
         attributes = self._env_attributes()
         if name in attributes:
             return tuple(attributes[name] for _ in range(self.num_envs))

@@ -21,12 +21,17 @@ Without `import shoal` first, gymnasium's module syntax imports it:
 gymnasium.make("shoal:shoal/CartPole-v0") and make_vec("shoal:shoal/CartPole-v0").
 The bare id alone fails (gymnasium 1.x has no entry-point plugin discovery).
 
-Episode limits: the C env truncates its own episodes (CartPole at 500 steps,
-reported as truncated=True on that step, exactly like CartPole-v1's
-TimeLimit), so the ids are registered without max_episode_steps: no
-TimeLimit wrapper is added on top. gymnasium.make(..., max_episode_steps=n)
-still adds one, which only shortens episodes (n < 500); the native vector
-env rejects any other value than the C limit.
+Episode limits: a header env truncates its own episodes in C (CartPole at
+500 steps, reported as truncated=True on that step, exactly like
+CartPole-v1's TimeLimit), so its id is registered without
+max_episode_steps: no TimeLimit wrapper is added on top.
+gymnasium.make(..., max_episode_steps=n) still adds one, which only
+shortens episodes (n < 500); the native vector env rejects any other value
+than the C limit. The library-backed envs (MuJoCo, Atari) take
+max_episode_steps as a keyword, so their ids are registered as gymnasium's
+own are: with their default limit (HalfCheetah 1000, Atari none), which
+gymnasium.make enforces with a TimeLimit over an env with no limit of its
+own (any n works, longer ones too), and make_vec passes to the native pool.
 """
 from __future__ import annotations
 
@@ -50,6 +55,17 @@ def make_native_vector_env(num_envs: int = 1, env_name: str = "CartPole", **kwar
     NativeVectorEnv(env, num_envs, **kwargs)."""
     from shoal.pool.gym_vector import NativeVectorEnv  # the pool loads only when used
     return NativeVectorEnv(env_name, num_envs, **kwargs)
+
+
+def make_single_env(env_name: str = "CartPole", **kwargs):
+    """gymnasium.make's entry point: shoal.single.SingleEnv. An env that
+    takes max_episode_steps as a keyword (MuJoCo, Atari) is made without a
+    limit of its own: gymnasium's TimeLimit, with the registered default or
+    make's max_episode_steps, is its limit, as for gymnasium's own envs."""
+    from shoal.single import SingleEnv
+    if "max_episode_steps" in spec(env_name).env_kwargs:
+        kwargs.setdefault("max_episode_steps", None)
+    return SingleEnv(env_name, **kwargs)
 
 
 def _multi_agent_make(env_name: str, **kwargs):
@@ -77,10 +93,12 @@ def register_envs() -> list[str]:
             # A gymnasium.Env is single-agent: a multi-agent env has only the
             # vector entry point (its agent rows are the sub-envs) and, outside
             # gymnasium, the pettingzoo view (shoal.pettingzoo_env).
-            entry_point="shoal.single:SingleEnv" if env_spec.agents == 1 else _multi_agent_make,
+            entry_point="shoal.registration:make_single_env" if env_spec.agents == 1 else _multi_agent_make,
             vector_entry_point="shoal.registration:make_native_vector_env",
             kwargs={"env_name": env_spec.name},
             reward_threshold=env_spec.reward_threshold,
-            # No max_episode_steps: the C env truncates by itself (see module doc).
+            # A header env truncates by itself in C: no max_episode_steps (see module doc).
+            max_episode_steps=(env_spec.max_episode_steps if "max_episode_steps" in env_spec.env_kwargs
+                               else None),
         )
     return ids

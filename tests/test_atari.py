@@ -13,7 +13,7 @@ ale_py = pytest.importorskip("ale_py", reason="Atari envs need the atari extra")
 pytest.importorskip("cv2", reason="Atari envs need the atari extra (opencv-python-headless)")
 gymnasium = pytest.importorskip("gymnasium")
 
-from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation  # noqa: E402
+from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, TimeLimit  # noqa: E402
 
 import shoal  # noqa: E402
 from shoal.envs.atari import DEFAULT_KWARGS, MINIMAL_ACTIONS, SPECS  # noqa: E402
@@ -36,7 +36,8 @@ def reference(game: str, **kwargs):
                              terminal_on_life_loss=kw["terminal_on_life_loss"],
                              screen_size=(kw["img_width"], kw["img_height"]),
                              grayscale_obs=kw["gray_scale"])
-    return FrameStackObservation(env, kw["stack_num"])
+    env = FrameStackObservation(env, kw["stack_num"])
+    return env if kw["max_episode_steps"] is None else TimeLimit(env, kw["max_episode_steps"])
 
 
 def compare_with_gymnasium(game: str, steps: int, seed: int, **kwargs) -> int:
@@ -85,6 +86,8 @@ def compare_with_gymnasium(game: str, steps: int, seed: int, **kwargs) -> int:
 @pytest.mark.parametrize("game, steps, seed, kwargs, min_ends", [
     # Truncation by the frame limit, twice.
     ("Pong", 260, 1, dict(repeat_action_probability=0.0, max_num_frames_per_episode=500), 2),
+    # A step limit (gymnasium's TimeLimit, EnvPool's max_episode_steps), twice.
+    ("Pong", 90, 7, dict(repeat_action_probability=0.0, max_episode_steps=40), 2),
     # Lives: every lost life ends an episode, the game restarts.
     ("Breakout", 400, 2, dict(repeat_action_probability=0.0, terminal_on_life_loss=True), 4),
     # gymnasium's v5 defaults: sticky actions on (the same emulator seed), 30 no-ops.

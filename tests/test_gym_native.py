@@ -300,7 +300,8 @@ def test_attributes_match_sync():
     for name in ("observation_space", "action_space", "render_mode", "metadata"):
         assert native.get_attr(name) == sync.get_attr(name), name
     assert native.call("action_space") == sync.call("action_space")
-    assert native.render() is None
+    assert native.get_attr("spec")[0].id == sync.get_attr("spec")[0].id == ENV_ID
+    assert native.render() == sync.render() == (None,) * 4
     with pytest.raises(AttributeError, match="C envs"):
         native.get_attr("gravity")
     with pytest.raises(AttributeError, match="C envs"):
@@ -406,6 +407,7 @@ def test_unsupported_arguments_are_rejected(no_leaks):
 @pytest.mark.parametrize("env_id, library, steps, kwargs", [
     ("shoal/Hopper-v5", "mujoco", 150, {}),                                   # falls every ~20 steps
     ("shoal/Pong-v5", "ale_py", 70, {"max_num_frames_per_episode": 120}),    # truncated every ~30 steps
+    ("shoal/Pong-v5", "ale_py", 40, {"max_episode_steps": 12}),               # a TimeLimit in Sync
 ])
 def test_library_env_step_infos_equal_syncs(mode, env_id, library, steps, kwargs):
     """Library-backed envs' step info (MuJoCo's reward terms, Atari's lives

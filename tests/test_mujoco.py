@@ -252,6 +252,36 @@ def test_gymnasium_ids_keyword_arguments_and_episode_statistics():
         shoal.envs.spec("Hopper", healthy_z_range=0.5)
 
 
+@pytest.mark.parametrize("limit", [None, 30, 60])
+def test_episode_limit_as_gymnasiums_through_make_sync_and_native(limit):
+    """The ids carry gymnasium's episode limit (a TimeLimit over an env
+    without one of its own, as gymnasium.make("Reacher-v5") builds), and
+    max_episode_steps sets it, shorter or longer than the default (50), the
+    same way in gymnasium.make, make_vec's sync mode and the native pool."""
+    reference = gymnasium.make("Reacher-v5", max_episode_steps=limit)
+    env = gymnasium.make("shoal/Reacher-v5", max_episode_steps=limit)
+    assert env.spec.max_episode_steps == reference.spec.max_episode_steps == (limit or 50)
+    assert "TimeLimit" in str(env)
+    expected = limit or 50
+    lengths = {}
+    for mode in ("sync", "vector_entry_point"):
+        envs = gymnasium.make_vec("shoal/Reacher-v5", num_envs=2, vectorization_mode=mode,
+                                  max_episode_steps=limit, **({"backend": "serial"} if mode != "sync" else {}))
+        envs.reset(seed=0)
+        for t in range(1, 2 * expected + 2):
+            _, _, term, trunc, _ = envs.step(np.zeros((2, 2), np.float32))
+            if trunc.any():
+                lengths.setdefault(mode, t)
+        # NEXT_STEP: the step after the first episode resets; the second one ends here
+        assert trunc.all() and not term.any(), mode
+        envs.close()
+    env.reset(seed=0)
+    lengths["make"] = next(t for t in range(1, 1000) if env.step(np.zeros(2, np.float32))[3])
+    assert lengths == {"sync": expected, "vector_entry_point": expected, "make": expected}
+    env.close()
+    reference.close()
+
+
 def test_cuda_backend_refuses_library_envs():
     cuda = pytest.importorskip("shoal.cuda")
     with pytest.raises(ValueError, match="library-backed env.*no CUDA kernel"):

@@ -2,6 +2,7 @@
 single env, the vector env, the pettingzoo view, and GIFs via `shoal play`."""
 import numpy as np
 import pytest
+from gymnasium.error import ResetNeeded
 
 import shoal.envs
 from shoal import render
@@ -49,6 +50,8 @@ def test_render_modes_through_gymnasium_and_pettingzoo():
         SingleEnv("cartpole", render_mode="human")
 
     vec = NativeVectorEnv("cartpole", 3, backend="serial", render_mode="rgb_array")
+    with pytest.raises(ResetNeeded):   # as SyncVectorEnv's envs
+        vec.render()
     vec.reset(seed=0)
     frames = vec.render()
     assert isinstance(frames, tuple) and len(frames) == 3 and frames[0].shape == (200, 300, 3)
@@ -59,6 +62,23 @@ def test_render_modes_through_gymnasium_and_pettingzoo():
     penv.reset(seed=0)
     assert "theta=" in penv.render()
     penv.close()
+
+
+@pytest.mark.parametrize("env", DRAWN)
+def test_vector_frames_one_per_sub_env_with_a_frame_rate(env):
+    """gymnasium's HumanRendering and RecordVideo take one frame per sub-env
+    (num_envs counts agent rows) and need metadata["render_fps"]."""
+    vec = NativeVectorEnv(env, 2, backend="serial", render_mode="rgb_array")
+    try:
+        assert vec.metadata["render_fps"] > 0
+        vec.reset(seed=0)
+        frames = vec.render()
+        agents = vec.agents_per_env
+        assert len(frames) == vec.num_envs == 2 * agents
+        assert all(frames[row] is frames[row - row % agents] for row in range(vec.num_envs))
+        assert not np.array_equal(frames[0], frames[agents])   # env 1 is drawn, not env 0 again
+    finally:
+        vec.close()
 
 
 def test_shoal_play_writes_a_gif(tmp_path, capsys):

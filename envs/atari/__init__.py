@@ -99,6 +99,9 @@ DEFAULT_KWARGS = {
     "use_fire_reset": False,
     "full_action_space": False,
     "max_num_frames_per_episode": 108_000,
+    # A step limit as gymnasium's TimeLimit (and EnvPool's max_episode_steps):
+    # None, gymnasium's v5 default, leaves only the frame limit above.
+    "max_episode_steps": None,
 }
 
 EMULATOR_FPS = 60
@@ -129,6 +132,8 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
         merged["max_num_frames_per_episode"] = 0
     merged["max_num_frames_per_episode"] = _int_at_least(
         name, "max_num_frames_per_episode", merged["max_num_frames_per_episode"], 0)
+    if merged["max_episode_steps"] is not None:
+        merged["max_episode_steps"] = _int_at_least(name, "max_episode_steps", merged["max_episode_steps"], 1)
     p = merged["repeat_action_probability"]
     if isinstance(p, bool) or not isinstance(p, (int, float, np.number)) or not 0.0 <= p <= 1.0:
         raise ValueError(f"{name}: repeat_action_probability must be in [0, 1], got {p!r}")
@@ -149,6 +154,7 @@ def _with_kwargs(spec: EnvSpec, kwargs: dict) -> EnvSpec:
     actions = FULL_ACTION_COUNT if kwargs["full_action_space"] else MINIMAL_ACTIONS[spec.name]
     return dataclasses.replace(
         spec, env_kwargs=kwargs, obs_shape=(kwargs["stack_num"], *frame), action_nvec=(actions,),
+        max_episode_steps=kwargs["max_episode_steps"],
         # One step shows `frameskip` emulator frames: real time is 60 / frameskip steps a second.
         metadata={"render_fps": max(1, round(EMULATOR_FPS / kwargs["frameskip"]))})
 
@@ -163,7 +169,8 @@ def _spec(name: str) -> EnvSpec:
         obs_low=0,
         obs_high=255,
         # Episodes are truncated by the emulator's frame limit
-        # (max_num_frames_per_episode), as gymnasium's ALE v5 envs: no step limit.
+        # (max_num_frames_per_episode), as gymnasium's ALE v5 envs; a step
+        # limit only if the max_episode_steps keyword asks (set by _with_kwargs).
         max_episode_steps=None,
         kind="worker",
         version=5,

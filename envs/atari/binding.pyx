@@ -349,6 +349,7 @@ cdef class AtariGame:
     cdef uint8_t* row_address               # the obs row `newest` belongs to
     cdef Py_ssize_t frame_bytes, row_bytes
     cdef int stack_num, frameskip, noop_max, num_actions, lives
+    cdef int max_steps, elapsed_steps       # the step limit (0: none) and this episode's steps
     cdef bint fire_start, life_loss_ends, continue_after_life_loss, reward_clip
     cdef bint seeded, life_lost
 
@@ -382,6 +383,8 @@ cdef class AtariGame:
         self.life_loss_ends = kwargs["episodic_life"] or kwargs["terminal_on_life_loss"]
         self.continue_after_life_loss = kwargs["episodic_life"]
         self.reward_clip = kwargs["reward_clip"]
+        self.max_steps = kwargs["max_episode_steps"] or 0
+        self.elapsed_steps = 0
         self.seeded = False
         self.life_lost = False
 
@@ -406,6 +409,7 @@ cdef class AtariGame:
         # episodic_life: after a lost life (game not over) the game goes on.
         go_on = self.continue_after_life_loss and self.life_lost and not self.game_over(True)
         self.life_lost = False
+        self.elapsed_steps = 0
         if not go_on:
             self.reset_game()
         noops = int(self.np_random.integers(1, self.noop_max + 1)) if self.noop_max > 0 else 0
@@ -457,6 +461,9 @@ cdef class AtariGame:
                 self.grab(self.frames[1])
             elif t == last:
                 self.grab(self.frames[0])
+        self.elapsed_steps += 1
+        if self.max_steps and self.elapsed_steps >= self.max_steps:
+            truncated = True         # gymnasium's TimeLimit: whether or not it also terminated
         self.write_frame(obs, True)
         raw = total
         if self.reward_clip:

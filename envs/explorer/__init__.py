@@ -6,4 +6,5 @@ move x turn) from explorer.h.
 """
 from shoal.envs import header_spec
 
-SPEC = header_spec("Explorer", __name__, metadata={"task": "Explore"})
+# render_fps: a walking pace for a human watching (HumanRendering, RecordVideo).
+SPEC = header_spec("Explorer", __name__, metadata={"task": "Explore", "render_fps": 10})

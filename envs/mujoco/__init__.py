@@ -191,6 +191,8 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
         elif key == "xml_file":
             if not isinstance(value, str):
                 raise ValueError(f"{spec.name}: xml_file must be a path, got {value!r}")
+        elif key == "max_episode_steps" and value is None:
+            pass   # no limit of its own (gymnasium.make's TimeLimit is then the limit)
         elif key in ("frame_skip", "max_episode_steps", "main_body"):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (
                     0 if key == "main_body" else 1):

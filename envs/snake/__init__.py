@@ -5,4 +5,5 @@ Obs: the 11 x 11 window round the head, row-major, north up, of codes 0 empty
 1 down, 2 left, 3 right (reverse = straight). Spaces from snake.h."""
 from shoal.envs import header_spec
 
-SPEC = header_spec("Snake", __name__)
+# render_fps: a playable speed for a human watching (gymnasium's HumanRendering, RecordVideo).
+SPEC = header_spec("Snake", __name__, metadata={"render_fps": 15})
