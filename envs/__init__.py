@@ -24,6 +24,30 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
+# EnvPool's pool-level arguments, which shoal names otherwise.
+_ENVPOOL_POOL_ARGUMENTS = {
+    "num_threads": "shoal's workers are processes, set by num_workers",
+    "thread_affinity_offset": "shoal does not pin workers to cores",
+    "env_type": "shoal serves gymnasium's API (the 5-tuple step) only",
+}
+
+
+def unknown_kwargs_error(env_name: str, unknown, accepted) -> TypeError:
+    """The TypeError for env keyword arguments `env_name` does not take, in
+    Python's own wording ("got an unexpected keyword argument 'x'", which
+    wrappers such as TorchRL's match on to retry without it), with what the
+    env takes and, for EnvPool's pool arguments, shoal's way."""
+    unknown = sorted(unknown)
+    message = f"{env_name} got an unexpected keyword argument {unknown[0]!r}"
+    if len(unknown) > 1:
+        message += f" (and {', '.join(map(repr, unknown[1:]))})"
+    message += f"; it takes {', '.join(accepted)}" if accepted else "; it takes no env keyword arguments"
+    hints = [f"{key}: {_ENVPOOL_POOL_ARGUMENTS[key]}" for key in unknown if key in _ENVPOOL_POOL_ARGUMENTS]
+    if hints:
+        message += " (" + "; ".join(hints) + ")"
+    return TypeError(message)
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     """What a pool needs to know about a first-party env.
@@ -74,7 +98,7 @@ class EnvSpec:
         if not kwargs:
             return self
         if self.configurator is None:
-            raise TypeError(f"{self.name} takes no env keyword arguments, got {sorted(kwargs)}")
+            raise unknown_kwargs_error(self.name, kwargs, ())
         return self.configurator(self, **kwargs)
 
     def load_binding(self):

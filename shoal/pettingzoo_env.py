@@ -19,11 +19,21 @@ from shoal.pool.native import Serial
 
 
 class ShoalParallelEnv(ParallelEnv):
-    """Shoal env `env_name` as a pettingzoo ParallelEnv (module doc)."""
+    """Shoal env `env_name` as a pettingzoo ParallelEnv (module doc).
 
-    def __init__(self, env_name: str = "cartpole", render_mode: str | None = None):
-        spec = env_spec(env_name)
+    Args:
+        env_name: a first-party env ("Snake"; single-agent ones too, as one agent).
+        render_mode: None, "rgb_array" or "ansi" where the env draws itself.
+        **env_kwargs: the env's own keywords (MuJoCo's, Atari's).
+
+    Pickling (SuperSuit's vector envs, copy.deepcopy) makes a fresh env
+    from the same arguments: reset it before use.
+    """
+
+    def __init__(self, env_name: str = "cartpole", render_mode: str | None = None, **env_kwargs):
+        spec = env_spec(env_name, **env_kwargs)
         render.check_render_mode(spec, render_mode)
+        self._args = (env_name, render_mode, env_kwargs)
         self._pool = Serial(spec, 1, autoreset_mode=AutoresetMode.DISABLED)
         self.render_mode = render_mode
         self.metadata = {**render.env_metadata(spec), "name": f"shoal/{spec.name}",
@@ -33,7 +43,14 @@ class ShoalParallelEnv(ParallelEnv):
         self._index = {agent: k for k, agent in enumerate(self.possible_agents)}
         self._observation_space = spec.single_observation_space
         self._action_space = spec.single_action_space
-        self._actions = np.zeros(self._pool.action_space.shape, dtype=np.int32)
+        self._actions = np.zeros(self._pool.action_space.shape, dtype=self._pool.buffers.actions.dtype)
+        self._continuous = spec.continuous_action
+        # Library-backed envs (single-agent) report gymnasium's info, as SingleEnv.
+        self._info_of = getattr(spec.load_binding(), "info", None)
+
+    def __reduce__(self):
+        name, render_mode, env_kwargs = self._args
+        return _rebuild, (type(self), name, render_mode, env_kwargs)
 
     def observation_space(self, agent):
         return self._observation_space  # one object for every agent and call
@@ -42,10 +59,16 @@ class ShoalParallelEnv(ParallelEnv):
         return self._action_space
 
     def reset(self, seed: int | None = None, options: dict | None = None):
-        obs, _ = self._pool.reset(seed=seed)
+        obs, info = self._pool.reset(seed=seed)
         masks = self._pool.masks
         self.agents = [a for a in self.possible_agents if masks[self._index[a]]]
-        return {a: obs[self._index[a]].copy() for a in self.agents}, {a: {} for a in self.agents}
+        return {a: obs[self._index[a]].copy() for a in self.agents}, self._infos(info, self.agents)
+
+    def _infos(self, env_info: dict, agents: list) -> dict:
+        """Each agent's info: the env's own (library-backed envs: gymnasium's
+        keys, as Python scalars), else {}."""
+        one = {key: values[0].item() for key, values in env_info.items()}
+        return {a: dict(one) for a in agents}
 
     def step(self, actions: dict):
         if not self.agents:
@@ -54,7 +77,13 @@ class ShoalParallelEnv(ParallelEnv):
         for agent, action in actions.items():
             if agent not in self._index:
                 raise ValueError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
-            if not self._action_space.contains(action):
+            if self._continuous:
+                # Box: any real dtype (the pool refuses NaN / inf; MuJoCo clamps the bounds)
+                action = np.asarray(action, dtype=np.float32)
+                if action.shape != self._action_space.shape:
+                    raise ValueError(f"action of shape {action.shape} for {agent} is not in "
+                                     f"{self._action_space}")
+            elif not self._action_space.contains(action):
                 raise ValueError(f"action {action!r} for {agent} is not in {self._action_space}")
             self._actions[self._index[agent]] = action
         obs, rewards, terminals, truncations, _ = self._pool.step(self._actions)
@@ -66,7 +95,8 @@ class ShoalParallelEnv(ParallelEnv):
         masks = self._pool.masks
         self.agents = [a for a in acted
                        if masks[self._index[a]] and not (terminated[a] or truncated[a])]
-        return observations, reward, terminated, truncated, {a: {} for a in acted}
+        env_info = {} if self._info_of is None else self._info_of(self._pool.env_states)
+        return observations, reward, terminated, truncated, self._infos(env_info, acted)
 
     def render(self):
         """An RGB frame ("rgb_array") or a text view ("ansi"); None without a render_mode."""
@@ -74,3 +104,7 @@ class ShoalParallelEnv(ParallelEnv):
 
     def close(self):
         self._pool.close()
+
+
+def _rebuild(cls, env_name: str, render_mode, env_kwargs: dict):
+    return cls(env_name, render_mode=render_mode, **env_kwargs)

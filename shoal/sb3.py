@@ -45,6 +45,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
                       '(or pip install stable-baselines3)') from e
 
 import shoal
+from shoal.pool import render
 from shoal.registration import gym_id
 
 
@@ -160,16 +161,29 @@ class ShoalVecEnv(_SameStepVecEnv):
         num_envs: shoal envs; SB3 sees num_envs * agents envs.
         seed: seeds env i with seed + i now (as `shoal.make`); SB3's own
             `seed()` then applies at the next `reset()`.
+        render_mode: None or "rgb_array" (SB3's render(), VecVideoRecorder):
+            one frame per row (an agent row shows its env's). MuJoCo and
+            Atari draw from envs in this process: backend="serial".
         **pool_kwargs: passed to `shoal.make` (num_workers, backend, timeout...).
             The autoreset mode is SAME_STEP, the one SB3 expects.
     """
 
-    def __init__(self, env, num_envs: int, *, seed: int | None = None, **pool_kwargs):
+    def __init__(self, env, num_envs: int, *, seed: int | None = None, render_mode: str | None = None,
+                 **pool_kwargs):
         if "autoreset_mode" in pool_kwargs or "batch_size" in pool_kwargs:
             raise ValueError("ShoalVecEnv sets autoreset_mode (same_step) and steps every env at "
                              "once (no batch_size): SB3's VecEnv protocol needs both")
         self.pool = shoal.make(env, num_envs, autoreset_mode="same_step", seed=seed, **pool_kwargs)
         self.env_spec = self.pool.spec                       # shoal's EnvSpec
+        if render_mode not in (None, "rgb_array"):
+            self.pool.close()
+            raise ValueError(f"ShoalVecEnv renders 'rgb_array' frames (or nothing: None), not {render_mode!r}")
+        try:
+            render.check_render_mode(self.env_spec, render_mode)
+        except ValueError:
+            self.pool.close()
+            raise
+        self._render_mode = render_mode
         # The step info single envs give (gymnasium's keys), as DummyVecEnv passes on;
         # a pool's may hold more (Atari's EnvPool keys).
         binding = self.env_spec.load_binding()
@@ -205,10 +219,17 @@ class ShoalVecEnv(_SameStepVecEnv):
     # ---- attributes and methods of the sub-envs ----------------------------------
     # The envs are C structs in shared memory, not Python objects: there is
     # nothing to get, set or call on them but the render mode SB3 asks for.
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        """One RGB frame per row (render_mode "rgb_array"; else None each)."""
+        if self._render_mode is None:
+            return [None] * self.num_envs
+        frames = [render.render(self.pool, "rgb_array", i) for i in range(self.pool.num_envs)]
+        return [frames[row // self.env_spec.agents] for row in range(self.num_envs)]
+
     def get_attr(self, attr_name: str, indices=None) -> list[Any]:
         n = len(self._get_indices(indices))
         if attr_name == "render_mode":
-            return [None] * n
+            return [self._render_mode] * n
         if attr_name == "spec":
             return [self.spec] * n
         raise AttributeError(f"shoal envs are C structs, not Python objects: no attribute "
@@ -260,6 +281,12 @@ class VectorEnvAdapter(_SameStepVecEnv):
 
     def get_attr(self, attr_name: str, indices=None) -> list[Any]:
         return self._subset(self.vector_env.get_attr(attr_name), indices)
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        """The vector env's frames (render_mode "rgb_array"), one per env."""
+        if self.render_mode != "rgb_array":
+            return [None] * self.num_envs
+        return list(self.vector_env.render())
 
     def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
         if indices is not None and list(self._get_indices(indices)) != list(range(self.num_envs)):

@@ -26,6 +26,7 @@ class SingleEnv(gymnasium.Env):
 
     def __init__(self, env_name: str = "CartPole", render_mode: str | None = None, **env_kwargs):
         spec = env_spec(env_name, **env_kwargs)
+        self._args = (env_name, render_mode, env_kwargs)
         if spec.agents != 1:
             raise ValueError(f"{spec.name} has {spec.agents} agents per env; use the pool or "
                              f"the pettingzoo view for multi-agent envs")
@@ -40,6 +41,13 @@ class SingleEnv(gymnasium.Env):
         # terms, positions, lives) from their shared state; header envs have none.
         self._binding = spec.load_binding()
         self._info_of = getattr(self._binding, "info", None)
+
+    def __reduce__(self):
+        """Pickling (cloudpickle in SuperSuit or SubprocVecEnv, copy.deepcopy)
+        makes a fresh env from the same arguments (its state is a C struct
+        in a pool): reset it before use."""
+        name, render_mode, env_kwargs = self._args
+        return _rebuild, (name, render_mode, env_kwargs), {"spec": self.spec}   # gymnasium.make's
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -77,3 +85,7 @@ class SingleEnv(gymnasium.Env):
     def close(self):
         self._pool.close()
         super().close()
+
+
+def _rebuild(env_name: str, render_mode, env_kwargs: dict) -> SingleEnv:
+    return SingleEnv(env_name, render_mode=render_mode, **env_kwargs)

@@ -49,3 +49,55 @@ def test_make_vec_rows_equal_the_pool(env):
 def test_parallel_env_passes_pettingzoo_tests(env):
     parallel_api_test(ShoalParallelEnv(env), num_cycles=300)
     parallel_seed_test(lambda: ShoalParallelEnv(env), num_cycles=100)
+
+
+def test_parallel_env_over_box_actions_takes_env_keywords_and_reports_info():
+    """A MuJoCo env as a one-agent ParallelEnv: float actions reach the
+    physics as they are (they were once cast to int, i.e. zeros), env
+    keywords apply, and the agent's info is gymnasium's, as SingleEnv's."""
+    pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    penv = ShoalParallelEnv("Hopper", ctrl_cost_weight=0.3)
+    single = gymnasium.make("shoal/Hopper-v5", ctrl_cost_weight=0.3)
+    try:
+        obs, infos = penv.reset(seed=4)
+        ref_obs, ref_info = single.reset(seed=4)
+        np.testing.assert_array_equal(obs["agent_0"], ref_obs)
+        assert infos["agent_0"] == ref_info and "x_position" in ref_info
+        for action in ([0.5, -0.5, 0.3], np.array([0.9, 0.1, -0.7])):   # a list, float64
+            obs, rewards, _, _, infos = penv.step({"agent_0": action})
+            ref_obs, ref_reward, _, _, ref_info = single.step(np.asarray(action, np.float32))
+            np.testing.assert_array_equal(obs["agent_0"], ref_obs)
+            assert rewards["agent_0"] == ref_reward and infos["agent_0"] == ref_info
+            assert ref_info["reward_ctrl"] != 0.0
+        with pytest.raises(ValueError, match="shape"):
+            penv.step({"agent_0": [0.1, 0.2]})
+    finally:
+        penv.close()
+        single.close()
+
+
+@pytest.mark.parametrize("make", [lambda: ShoalParallelEnv("Snake"),
+                                  lambda: gymnasium.make("shoal/CartPole-v0")])
+def test_pickling_makes_a_fresh_env_of_the_same_arguments(make):
+    """SuperSuit's vector envs and SubprocVecEnv cloudpickle the env:
+    pickling rebuilds it from its arguments (seeded resets then agree)."""
+    import copy
+    import pickle
+
+    env = make()
+    twins = [pickle.loads(pickle.dumps(env)), copy.deepcopy(env)]
+    try:
+        first = env.reset(seed=3)[0]
+        for twin in twins:
+            assert type(twin.unwrapped) is type(env.unwrapped)
+            if hasattr(env, "spec") and env.spec is not None:
+                assert twin.spec.id == env.spec.id
+            again = twin.reset(seed=3)[0]
+            if isinstance(first, dict):
+                assert first.keys() == again.keys()
+                assert all(np.array_equal(first[a], again[a]) for a in first)
+            else:
+                np.testing.assert_array_equal(first, again)
+    finally:
+        for e in [env, *twins]:
+            e.close()

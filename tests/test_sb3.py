@@ -113,6 +113,33 @@ def test_misuse_is_a_clear_error():
     env.close()
 
 
+def test_render_frames_for_sb3s_render_and_video_recorder():
+    """render_mode="rgb_array": SB3's render() tiles one frame per row (what
+    VecVideoRecorder records); the adapter hands on its vector env's frames."""
+    from shoal.pool import AsyncVectorEnv
+    from shoal.sb3 import VectorEnvAdapter
+
+    env = ShoalVecEnv("CartPole", 2, seed=0, render_mode="rgb_array")
+    try:
+        env.reset()
+        frames = env.get_images()
+        assert env.render_mode == "rgb_array" and len(frames) == 2 and frames[0].shape == (200, 300, 3)
+        assert not np.array_equal(frames[0], frames[1])
+        tiled = env.render()   # SB3 tiles the frames into one image
+        assert tiled.shape[2] == 3 and tiled.size == 2 * frames[0].size
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="not supported by Corridor"):
+        ShoalVecEnv("Corridor", 2, render_mode="rgb_array")
+    adapter = VectorEnvAdapter(AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1", render_mode="rgb_array")] * 2,
+                                              autoreset_mode="same_step", num_workers=1))
+    try:
+        adapter.reset()
+        assert [f.shape for f in adapter.get_images()] == [(400, 600, 3)] * 2
+    finally:
+        adapter.close()
+
+
 def test_vector_env_adapter_over_the_python_pool_equals_dummy_vec_env():
     """shoal.pool.AsyncVectorEnv over gymnasium's CartPole, through
     VectorEnvAdapter, steps as SB3's DummyVecEnv over the same envs."""

@@ -79,7 +79,7 @@ import dataclasses
 
 import numpy as np
 
-from shoal.envs import EnvSpec
+from shoal.envs import EnvSpec, unknown_kwargs_error
 from shoal.envs.atari.games import FULL_ACTION_COUNT, GAMES
 
 ROM_IDS = {name: rom for name, rom, _ in GAMES}
@@ -120,8 +120,7 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
     action spaces updated."""
     unknown = sorted(set(kwargs) - set(DEFAULT_KWARGS))
     if unknown:
-        raise TypeError(f"{spec.name} got unknown keyword arguments {unknown}; it takes "
-                        f"{', '.join(DEFAULT_KWARGS)}")
+        raise unknown_kwargs_error(spec.name, unknown, DEFAULT_KWARGS)
     merged = {**spec.env_kwargs, **kwargs}
     name = spec.name
     for key in ("frameskip", "stack_num", "img_height", "img_width"):

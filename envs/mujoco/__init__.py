@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shoal.envs import EnvSpec
+from shoal.envs import EnvSpec, unknown_kwargs_error
 
 INF = math.inf
 # The info keys gymnasium's locomotion envs also give at reset (their
@@ -179,8 +179,7 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
     allowed = default_kwargs(spec.name)
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
-        raise TypeError(f"{spec.name} got unknown keyword arguments {unknown}; it takes "
-                        f"{', '.join(allowed)}")
+        raise unknown_kwargs_error(spec.name, unknown, allowed)
     merged = {**spec.env_kwargs, **kwargs}
     for key, default in allowed.items():
         value = merged[key]
