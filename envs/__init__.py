@@ -24,11 +24,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
-# EnvPool's pool-level arguments, which shoal names otherwise.
-_ENVPOOL_POOL_ARGUMENTS = {
+# EnvPool's arguments that shoal names or does otherwise.
+_ENVPOOL_ARGUMENTS = {
     "num_threads": "shoal's workers are processes, set by num_workers",
     "thread_affinity_offset": "shoal does not pin workers to cores",
     "env_type": "shoal serves gymnasium's API (the 5-tuple step) only",
+    "frame_skip": "Atari envs take gymnasium's frameskip",
+    "use_inter_area_resize": "Atari frames are always resized by OpenCV's INTER_AREA rule",
+    "zero_discount_on_life_loss": "Atari's episodic_life=True ends the episode (terminated) at a lost life",
 }
 
 
@@ -36,13 +39,13 @@ def unknown_kwargs_error(env_name: str, unknown, accepted) -> TypeError:
     """The TypeError for env keyword arguments `env_name` does not take, in
     Python's own wording ("got an unexpected keyword argument 'x'", which
     wrappers such as TorchRL's match on to retry without it), with what the
-    env takes and, for EnvPool's pool arguments, shoal's way."""
+    env takes and, for EnvPool's arguments, shoal's way."""
     unknown = sorted(unknown)
     message = f"{env_name} got an unexpected keyword argument {unknown[0]!r}"
     if len(unknown) > 1:
         message += f" (and {', '.join(map(repr, unknown[1:]))})"
     message += f"; it takes {', '.join(accepted)}" if accepted else "; it takes no env keyword arguments"
-    hints = [f"{key}: {_ENVPOOL_POOL_ARGUMENTS[key]}" for key in unknown if key in _ENVPOOL_POOL_ARGUMENTS]
+    hints = [f"{key}: {_ENVPOOL_ARGUMENTS[key]}" for key in unknown if key in _ENVPOOL_ARGUMENTS]
     if hints:
         message += " (" + "; ".join(hints) + ")"
     return TypeError(message)

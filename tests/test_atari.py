@@ -268,6 +268,11 @@ def test_spaces_and_options():
     assert shoal.envs.spec("Pong", max_num_frames_per_episode=None).env_kwargs["max_num_frames_per_episode"] == 0
     with pytest.raises(TypeError, match="unexpected keyword argument .*it takes"):
         shoal.envs.spec("Pong", screen_size=84)
+    # EnvPool's spellings: shoal's name in the error (and Python's wording, which TorchRL matches)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'frame_skip'.*take gymnasium's frameskip"):
+        shoal.envs.spec("Pong", frame_skip=4)
+    with pytest.raises(TypeError, match="num_threads: shoal's workers are processes, set by num_workers"):
+        shoal.make("Pong", 2, num_threads=2)
     for bad in (dict(frameskip=0), dict(noop_max=-1), dict(img_height=2.5), dict(gray_scale="yes"),
                 dict(repeat_action_probability=1.5), dict(stack_num=True)):
         with pytest.raises(ValueError):

@@ -63,7 +63,8 @@ gymnasium has none): frameskip=4, repeat_action_probability=0.25,
 noop_max=30, stack_num=4, img_height=84, img_width=84, gray_scale=True,
 episodic_life=False, terminal_on_life_loss=False, reward_clip=False,
 use_fire_reset=False, full_action_space=False,
-max_num_frames_per_episode=108000.
+max_num_frames_per_episode=108000, max_episode_steps=None (a step limit, as
+gymnasium's TimeLimit; EnvPool's default is 27000).
 
 use_fire_reset defaults to False, unlike EnvPool (True): the default env is
 then gymnasium's v5 stack, which has no fire start. EnvPool's v5 defaults
