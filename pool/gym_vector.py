@@ -301,17 +301,17 @@ class NativeVectorEnv(VectorEnv):
         info; where it reset one (an autoreset), its reset info, which holds
         only the reset keys (the pool's values there are the reset's)."""
         ended = terminations | truncations
+        reset = None   # DISABLED: every env stepped
         if self.autoreset_mode is AutoresetMode.NEXT_STEP:
             reset = self._autoresets
             self._autoresets = ended
         elif self.autoreset_mode is AutoresetMode.SAME_STEP:
             reset = ended
-        else:
-            return self._masked(self._gym_keys_of(pool_info), np.ones(self.num_envs, dtype=np.bool_))
-        if not reset.any():
-            return self._masked(self._gym_keys_of(pool_info), ~reset)
-        stepped, everywhere = ~reset, np.ones(self.num_envs, dtype=np.bool_)
         per_env = self._gym_keys_of(pool_info)
+        everywhere = np.ones(self.num_envs, dtype=np.bool_)
+        if reset is None or not reset.any():
+            return self._masked(per_env, everywhere)
+        stepped = ~reset
         if reset[0]:   # Sync's key order: env 0's reset info first, then the step's other keys
             per_env = dict(sorted(per_env.items(), key=lambda item: item[0] not in self._reset_info_keys))
         return self._masked(per_env, {key: everywhere if key in self._reset_info_keys else stepped

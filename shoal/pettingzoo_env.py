@@ -16,6 +16,7 @@ from pettingzoo import ParallelEnv
 from shoal.envs import spec as env_spec
 from shoal.pool import render
 from shoal.pool.native import Serial
+from shoal.single import one_env_info, rebuild
 
 
 class ShoalParallelEnv(ParallelEnv):
@@ -49,8 +50,7 @@ class ShoalParallelEnv(ParallelEnv):
         self._info_of = getattr(spec.load_binding(), "info", None)
 
     def __reduce__(self):
-        name, render_mode, env_kwargs = self._args
-        return _rebuild, (type(self), name, render_mode, env_kwargs)
+        return rebuild, (type(self), *self._args)
 
     def observation_space(self, agent):
         return self._observation_space  # one object for every agent and call
@@ -64,10 +64,11 @@ class ShoalParallelEnv(ParallelEnv):
         self.agents = [a for a in self.possible_agents if masks[self._index[a]]]
         return {a: obs[self._index[a]].copy() for a in self.agents}, self._infos(info, self.agents)
 
-    def _infos(self, env_info: dict, agents: list) -> dict:
+    @staticmethod
+    def _infos(env_info: dict, agents: list) -> dict:
         """Each agent's info: the env's own (library-backed envs: gymnasium's
         keys, as Python scalars), else {}."""
-        one = {key: values[0].item() for key, values in env_info.items()}
+        one = one_env_info(env_info)
         return {a: dict(one) for a in agents}
 
     def step(self, actions: dict):
@@ -104,7 +105,3 @@ class ShoalParallelEnv(ParallelEnv):
 
     def close(self):
         self._pool.close()
-
-
-def _rebuild(cls, env_name: str, render_mode, env_kwargs: dict):
-    return cls(env_name, render_mode=render_mode, **env_kwargs)

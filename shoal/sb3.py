@@ -173,17 +173,12 @@ class ShoalVecEnv(_SameStepVecEnv):
         if "autoreset_mode" in pool_kwargs or "batch_size" in pool_kwargs:
             raise ValueError("ShoalVecEnv sets autoreset_mode (same_step) and steps every env at "
                              "once (no batch_size): SB3's VecEnv protocol needs both")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"ShoalVecEnv renders 'rgb_array' frames (or nothing: None), not {render_mode!r}")
+        render.check_render_mode(shoal.envs.spec(env) if isinstance(env, str) else env, render_mode)
+        self._render_mode = render_mode
         self.pool = shoal.make(env, num_envs, autoreset_mode="same_step", seed=seed, **pool_kwargs)
         self.env_spec = self.pool.spec                       # shoal's EnvSpec
-        if render_mode not in (None, "rgb_array"):
-            self.pool.close()
-            raise ValueError(f"ShoalVecEnv renders 'rgb_array' frames (or nothing: None), not {render_mode!r}")
-        try:
-            render.check_render_mode(self.env_spec, render_mode)
-        except ValueError:
-            self.pool.close()
-            raise
-        self._render_mode = render_mode
         # The step info single envs give (gymnasium's keys), as DummyVecEnv passes on;
         # a pool's may hold more (Atari's EnvPool keys).
         binding = self.env_spec.load_binding()

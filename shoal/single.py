@@ -46,19 +46,12 @@ class SingleEnv(gymnasium.Env):
         """Pickling (cloudpickle in SuperSuit or SubprocVecEnv, copy.deepcopy)
         makes a fresh env from the same arguments (its state is a C struct
         in a pool): reset it before use."""
-        name, render_mode, env_kwargs = self._args
-        return _rebuild, (name, render_mode, env_kwargs), {"spec": self.spec}   # gymnasium.make's
+        return rebuild, (type(self), *self._args), {"spec": self.spec}   # gymnasium.make's spec
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         obs, info = self._pool.reset(seed=seed)
-        return obs[0].copy(), self._one_env(info)
-
-    @staticmethod
-    def _one_env(info: dict) -> dict:
-        """The pool's per-env info arrays -> this env's Python scalars (int
-        for Atari's counters, float for MuJoCo's values, as gymnasium's envs)."""
-        return {key: values[0].item() for key, values in info.items()}
+        return obs[0].copy(), one_env_info(info)
 
     def step(self, action):
         if self.spec_continuous:
@@ -71,7 +64,7 @@ class SingleEnv(gymnasium.Env):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
         self._action[0] = action
         obs, rewards, terminals, truncations, _ = self._pool.step(self._action)
-        info = {} if self._info_of is None else self._one_env(self._info_of(self._pool.env_states))
+        info = {} if self._info_of is None else one_env_info(self._info_of(self._pool.env_states))
         return obs[0].copy(), float(rewards[0]), bool(terminals[0]), bool(truncations[0]), info
 
     @property
@@ -87,5 +80,13 @@ class SingleEnv(gymnasium.Env):
         super().close()
 
 
-def _rebuild(env_name: str, render_mode, env_kwargs: dict) -> SingleEnv:
-    return SingleEnv(env_name, render_mode=render_mode, **env_kwargs)
+def one_env_info(info: dict) -> dict:
+    """A one-env pool's per-env info arrays -> that env's Python scalars (int
+    for Atari's counters, float for MuJoCo's values, as gymnasium's envs)."""
+    return {key: values[0].item() for key, values in info.items()}
+
+
+def rebuild(cls, env_name: str, render_mode, env_kwargs: dict):
+    """Unpickling of an env over a one-env pool (SingleEnv, ShoalParallelEnv):
+    a fresh env of the same arguments."""
+    return cls(env_name, render_mode=render_mode, **env_kwargs)
