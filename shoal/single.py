@@ -81,9 +81,11 @@ class SingleEnv(gymnasium.Env):
 
 
 def one_env_info(info: dict) -> dict:
-    """A one-env pool's per-env info arrays -> that env's Python scalars (int
-    for Atari's counters, float for MuJoCo's values, as gymnasium's envs)."""
-    return {key: values[0].item() for key, values in info.items()}
+    """A one-env pool's per-env info arrays -> that env's scalars, as
+    gymnasium's envs give them: Python ints for Atari's counters (ale-py's),
+    numpy float64 for MuJoCo's values (gymnasium's MuJoCo envs')."""
+    return {key: values[0] if values.dtype.kind == "f" else values[0].item()
+            for key, values in info.items()}
 
 
 def rebuild(cls, env_name: str, render_mode, env_kwargs: dict):

@@ -162,11 +162,20 @@ def test_reset_info_is_gymnasiums(name):
         assert not (term | trunc)[0]
         for key, value in gymnasiums(0).items():
             assert step_info[key][0] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+    # SingleEnv: gymnasium's keys, in its order, as numpy float64 (its type)
+    gym_env = gymnasium.make(f"{name}-v5")
+    _, gym_reset_info = gym_env.reset(seed=4)
     single = gymnasium.make(f"shoal/{name}-v5")
     _, reset_info = single.reset(seed=4)
-    assert set(reset_info) == set(info) and all(type(v) is float for v in reset_info.values())
+    assert list(reset_info) == [k for k in gym_reset_info if not k.startswith("tendon_")]
+    assert all(type(v) is np.float64 for v in reset_info.values())
     assert reset_info == {key: values[0] for key, values in info.items()}
+    action = gym_env.action_space.sample()
+    gym_step_info, step_info = gym_env.step(action)[4], single.step(action)[4]
+    assert list(step_info) == [k for k in gym_step_info if not k.startswith("tendon_")]
+    assert all(type(v) is np.float64 for v in step_info.values())
     single.close()
+    gym_env.close()
     genv.close()
 
 

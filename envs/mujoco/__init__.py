@@ -28,6 +28,7 @@ INF = math.inf
 # _get_reset_info), less Humanoid's tendon arrays, which have no slot.
 POSITION_INFO_KEYS = frozenset({"x_position", "y_position", "z_distance_from_origin",
                                 "distance_from_origin"})
+KINEMATIC_INFO_KEYS = POSITION_INFO_KEYS | {"x_velocity", "y_velocity"}
 GENERIC_KWARGS = ("xml_file", "frame_skip", "max_episode_steps")
 
 
@@ -42,6 +43,13 @@ class Model:
     # The obs size for a parameter dict (mirrors the header's obs_size()):
     # lets a spec be configured without loading the model.
     obs_size: object
+
+    @property
+    def gymnasium_info_keys(self) -> tuple:
+        """The info keys in gymnasium's dict order: positions and velocities
+        first, then the reward terms, each group in slot order."""
+        return (tuple(key for key in self.info_keys if key in KINEMATIC_INFO_KEYS)
+                + tuple(key for key in self.info_keys if key not in KINEMATIC_INFO_KEYS))
 
     @property
     def reset_info_keys(self) -> tuple:

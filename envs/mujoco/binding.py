@@ -116,6 +116,9 @@ class MujocoBinding:
             raise RuntimeError(f"{spec.name} is not in shoal's MuJoCo library (library.c's KINDS)")
         self.kind = lib.kind_index[spec.name]
         self.info_keys = MODELS[spec.name].info_keys
+        # (slot, name) in gymnasium's key order, so info dicts list keys as its envs do
+        self._info_slots = [(self.info_keys.index(key), key)
+                            for key in MODELS[spec.name].gymnasium_info_keys]
         self.RESET_INFO_KEYS = MODELS[spec.name].reset_info_keys   # gymnasium's reset info
         self.model = load_model(spec.env_kwargs["xml_file"])
         sizes = (ctypes.c_int * 4)()
@@ -150,7 +153,7 @@ class MujocoBinding:
         gymnasium's step info. After a reset: the positions (RESET_INFO_KEYS),
         zeros elsewhere."""
         slots = env_states.view(STATE_DTYPE)["final_info" if final else "info"]
-        return {key: slots[:, k] for k, key in enumerate(self.info_keys) if keys is None or key in keys}
+        return {key: slots[:, k] for k, key in self._info_slots if keys is None or key in keys}
 
     def Block(self, buffers, start: int, stop: int, mode: int, keep_final_obs: bool = False):
         return Block(self, buffers, start, stop, mode, keep_final_obs)
