@@ -18,8 +18,10 @@ their mappings with private anonymous memory, keeping only its own region.
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.process
 import os
 import signal
+import weakref
 
 from shoal.pool import _native
 from shoal.pool.layout import MEMFD_NAME
@@ -104,6 +106,23 @@ def forget_other_regions(keep_inode: int) -> None:
             _native.forget_mapping(start, stop - start)
 
 
+# Every Workers of this process, for _forget_workers_after_fork.
+_ALL_WORKERS: weakref.WeakSet = weakref.WeakSet()
+
+
+def _forget_workers_after_fork() -> None:
+    """In an os.fork() child: the pools' worker processes are the parent's.
+    multiprocessing still lists them as this process's children, and its
+    exit handler would terminate them when the child exits; drop them."""
+    children = multiprocessing.process._children
+    for workers in list(_ALL_WORKERS):
+        for process in workers.processes:
+            children.discard(process)
+
+
+os.register_at_fork(after_in_child=_forget_workers_after_fork)
+
+
 class Workers:
     """The worker processes of one pool, and their shutdown (also run by a
     finalizer when a pool is dropped without close()).
@@ -117,6 +136,7 @@ class Workers:
         self.processes: list = []
         self.ranges: list[tuple[int, int]] = []
         self.owner_pid = os.getpid()
+        _ALL_WORKERS.add(self)
 
     def start(self, ctx, target, name: str, args: tuple, start: int, stop: int,
               daemon: bool = True):

@@ -235,6 +235,39 @@ def test_forked_child_cannot_use_or_close_the_parents_pool(no_leaks):
     reference.close()
 
 
+FORK_AND_EXIT = textwrap.dedent("""
+    import os, sys
+    import gymnasium, numpy as np, shoal
+    from shoal.pool import AsyncVectorEnv
+    if sys.argv[1] == "native":
+        pool = shoal.make("CartPole", 8, num_workers=2, seed=0)
+        actions = np.zeros(8, np.int32)
+    else:
+        pool = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 4, num_workers=2)
+        actions = np.zeros(4, np.int64)
+    pool.reset(seed=0)
+    if os.fork() == 0:
+        sys.exit(0)   # a normal exit: atexit and multiprocessing's exit handler run
+    os.wait()
+    pool.step(actions)
+    pool.close()
+    print("stepped after the child exited")
+""")
+
+
+@pytest.mark.parametrize("kind", ["native", "python"])
+def test_forked_child_exiting_leaves_the_workers(kind, tmp_path):
+    """A child of os.fork() that exits normally must not take the parent's
+    workers with it (multiprocessing's exit handler terminates the processes
+    it lists as children, and a forked child inherits that list)."""
+    script = tmp_path / "fork_and_exit.py"
+    script.write_text(FORK_AND_EXIT)
+    done = subprocess.run([sys.executable, "-P", str(script), kind], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "stepped after the child exited" in done.stdout
+
+
 # ---- 10. a closed pool's memory is not held by later pools' workers -------------------------
 def _holds_inode(pid, inode):
     with open(f"/proc/{pid}/maps") as maps:
