@@ -341,8 +341,14 @@ class NativePool:
 
     # ---- seeds and reset --------------------------------------------------------
     def _set_seeds(self, seed) -> None:
-        """Fill reset_requests / seeds for a reset with `seed` (see reset)."""
-        fill_reset_requests(seed, self._buffers.reset_requests, self._buffers.seeds)
+        """Fill reset_requests / seeds for a reset with `seed` (see reset),
+        after dropping the async batches still out (the workers of those in
+        flight may read these buffers): a bad seed drops nothing."""
+        b = self._buffers
+        if self._in_flight or self._with_user:
+            fill_reset_requests(seed, np.empty_like(b.reset_requests), np.empty_like(b.seeds))
+            self._drop_async_batches()
+        fill_reset_requests(seed, b.reset_requests, b.seeds)
 
     def reset(self, *, seed=None, options: dict | None = None):
         """Reset envs and return the first observations of every row.
@@ -362,9 +368,12 @@ class NativePool:
 
         Raises:
             ValueError / TypeError: a bad seed or reset_mask (nothing is reset).
-            RuntimeError: async batches are out, or another thread or a
-                forked child calls; PoolClosedError once closed.
+            RuntimeError: another thread or a forked child calls;
+                PoolClosedError once closed.
             WorkerError: a worker died (the pool is then closed).
+
+        Async batches still out (in flight, or awaiting send()) are
+        dropped: those in flight are waited for, then every env resets.
         """
         self._enter()
         try:
@@ -373,11 +382,9 @@ class NativePool:
             self._lock.release()
 
     def _reset(self, seed, options):
-        if self._in_flight or self._with_user:
-            raise RuntimeError("reset() while async batches are out: recv() and send() them, "
-                               "or use async_reset()")
+        mask = parse_reset_mask(options, self.num_envs)
         self._set_seeds(seed)
-        keep_unmasked(self._buffers.reset_requests, parse_reset_mask(options, self.num_envs))
+        keep_unmasked(self._buffers.reset_requests, mask)
         self._run_all(_native.CMD_RESET)
         return self._buffers.obs, self._reset_info()
 
@@ -387,8 +394,22 @@ class NativePool:
         reset_keys = self._info_views["reset_keys"]
         return {key: values for key, values in views.items() if key in reset_keys}
 
+    def _drop_async_batches(self) -> None:
+        """A reset starts the async protocol over: wait for the batches in
+        flight and drop them, with those awaiting send()."""
+        while self._in_flight:
+            batch = self._in_flight.popleft()
+            try:
+                self._finish(batch)
+            except BaseException:
+                self.close()
+                raise
+        self._with_user.clear()
+
     def async_reset(self, *, seed=None, options: dict | None = None) -> None:
-        """Reset all envs without waiting; recv() then returns batches in order."""
+        """Reset all envs without waiting; recv() then returns batches in
+        order. Batches still in flight or awaiting send() are dropped (those
+        in flight are waited for first), as in reset()."""
         self._enter()
         try:
             self._async_reset(seed, options)
@@ -396,11 +417,9 @@ class NativePool:
             self._lock.release()
 
     def _async_reset(self, seed, options) -> None:
-        if self._in_flight or self._with_user:
-            raise RuntimeError("async_reset() while async batches are out")
-        self._set_seeds(seed)
         if options:
             raise ValueError("async_reset() takes no options")
+        self._set_seeds(seed)
         for batch in range(self.num_batches):
             self._in_flight.append(batch)
             self._start_or_close(batch, _native.CMD_RESET)
@@ -466,7 +485,8 @@ class NativePool:
         self._enter()
         try:
             if self._in_flight or self._with_user:
-                raise RuntimeError("step() while async batches are out: use send()/recv()")
+                raise RuntimeError("step() while async batches are out: use send()/recv(), or "
+                                   "reset() to drop them")
             all_rows = slice(0, self.num_rows)
             self._write_actions(actions, all_rows)
             self._run_all(_native.CMD_STEP)

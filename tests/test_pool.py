@@ -191,6 +191,34 @@ def test_async_protocol_errors_and_env_ids(no_leaks):
 
 
 @pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+def test_reset_drops_async_batches(backend, no_leaks):
+    """reset() and async_reset() start the async protocol over, whatever
+    batches are in flight or awaiting send(): the result is a fresh pool's
+    (a bad seed drops nothing)."""
+    def fresh_first_batches(seed):
+        with shoal.make("CartPole", 8, backend=backend, num_workers=2, batch_size=4) as fresh:
+            fresh.async_reset(seed=seed)
+            return [fresh.recv()[0].copy() for _ in range(2)]
+
+    with shoal.make("CartPole", 8, backend=backend, num_workers=2, batch_size=4) as pool:
+        pool.async_reset(seed=0)
+        pool.recv()
+        pool.send(np.ones(4, np.int32))   # batch 0 in flight, batch 1 not yet received
+        with pytest.raises(ValueError, match="seed"):
+            pool.reset(seed=-1)
+        obs, _ = pool.reset(seed=3)        # waits for batch 0, drops both
+        with shoal.make("CartPole", 8, backend=backend, num_workers=2) as sync:
+            np.testing.assert_array_equal(obs, sync.reset(seed=3)[0])
+        pool.async_reset(seed=5)
+        pool.recv()                        # batch 0 with the user
+        pool.async_reset(seed=7)           # dropped again
+        np.testing.assert_array_equal(pool.recv()[0], fresh_first_batches(7)[0])
+        np.testing.assert_array_equal(pool.recv()[0], fresh_first_batches(7)[1])
+        with pytest.raises(RuntimeError, match="reset"):
+            pool.step(np.zeros(8, np.int32))   # names the way out
+
+
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
 def test_bad_actions_raise_and_step_nothing(backend, no_leaks):
     with shoal.make("CartPole", 4, backend=backend, num_workers=2) as pool:
         pool.reset(seed=0)
