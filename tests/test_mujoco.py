@@ -259,6 +259,11 @@ def test_gymnasium_ids_keyword_arguments_and_episode_statistics():
         shoal.make("HalfCheetah", 2, healthy_reward=1.0)
     with pytest.raises(ValueError, match="pair"):
         shoal.envs.spec("Hopper", healthy_z_range=0.5)
+    # the C env holds these in an int: a larger value would wrap around
+    for key in ("max_episode_steps", "frame_skip", "main_body"):
+        with pytest.raises(ValueError, match=f"{key} must be at most 2\\*\\*31 - 1"):
+            shoal.envs.spec("Ant", **{key: 2**32 + 5})
+    assert shoal.envs.spec("Ant", max_episode_steps=2**31 - 1).max_episode_steps == 2**31 - 1
 
 
 @pytest.mark.parametrize("limit", [None, 30, 60])

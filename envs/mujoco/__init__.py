@@ -29,6 +29,7 @@ INF = math.inf
 POSITION_INFO_KEYS = frozenset({"x_position", "y_position", "z_distance_from_origin",
                                 "distance_from_origin"})
 KINEMATIC_INFO_KEYS = POSITION_INFO_KEYS | {"x_velocity", "y_velocity"}
+C_INT_MAX = 2**31 - 1
 GENERIC_KWARGS = ("xml_file", "frame_skip", "max_episode_steps")
 
 
@@ -204,6 +205,9 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (
                     0 if key == "main_body" else 1):
                 raise ValueError(f"{spec.name}: {key} must be a positive int, got {value!r}")
+            if value > C_INT_MAX:   # the C env holds it (and counts steps) in an int
+                raise ValueError(f"{spec.name}: {key} must be at most 2**31 - 1, got {value!r}"
+                                 + ("; None means no limit" if key == "max_episode_steps" else ""))
             merged[key] = int(value)
         elif isinstance(default, bool):
             merged[key] = bool(value)
