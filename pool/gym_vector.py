@@ -90,6 +90,7 @@ class NativeVectorEnv(VectorEnv):
         if max_episode_steps is not None and "max_episode_steps" in spec.env_kwargs:
             env_kwargs["max_episode_steps"] = max_episode_steps
         env = spec.configure(**env_kwargs)
+        render.check_render_mode(env, render_mode, backend)   # before any worker starts
         seed = pool_kwargs.pop("seed", None)
         if seed is None:
             # Drawn here rather than in the pool so that np_random_seed can report it.
@@ -97,7 +98,7 @@ class NativeVectorEnv(VectorEnv):
         pool = _BACKENDS[backend](env, num_envs, autoreset_mode=autoreset_mode, seed=seed,
                                   **pool_kwargs)
         try:
-            self._check_supported(pool, render_mode, max_episode_steps)
+            self._check_supported(pool, max_episode_steps)
         except BaseException:
             pool.close()
             raise
@@ -127,9 +128,8 @@ class NativeVectorEnv(VectorEnv):
         self._autoresets = np.zeros(self.num_envs, dtype=np.bool_)
 
     @staticmethod
-    def _check_supported(pool: NativePool, render_mode, max_episode_steps) -> None:
+    def _check_supported(pool: NativePool, max_episode_steps) -> None:
         spec = pool.spec
-        render.check_render_mode(spec, render_mode)
         if max_episode_steps is not None and max_episode_steps != spec.max_episode_steps:
             raise ValueError(f"{spec.name} truncates episodes after {spec.max_episode_steps} steps "
                              f"in its C code; max_episode_steps={max_episode_steps} cannot change that")

@@ -192,7 +192,8 @@ class NativePool:
         self.timeout = None if timeout is None else float(timeout)
         num_envs = validate_num_envs(num_envs)
         batch_size = num_envs if batch_size is None else batch_size
-        if not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= num_envs \
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+                or not 1 <= batch_size <= num_envs \
                 or num_envs % batch_size:
             raise ValueError(f"batch_size must divide num_envs={num_envs}, got {batch_size!r}")
         num_batches = num_envs // int(batch_size)
@@ -240,7 +241,8 @@ class NativePool:
         if num_workers is None:
             workers = min(available_cores(), num_envs)
             return max(num_batches, workers // num_batches * num_batches)
-        if not isinstance(num_workers, (int, np.integer)) or num_workers < 1:
+        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) \
+                or num_workers < 1:
             raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
         if num_workers > num_envs:
             raise ValueError(f"num_workers={num_workers} exceeds num_envs={num_envs}: "
@@ -429,6 +431,8 @@ class NativePool:
         """Validate actions for `rows` and copy them into the action buffer."""
         target = self._buffers.actions[rows]
         a = np.asarray(actions)
+        if not a.dtype.isnative:   # big-endian data: the copy loops read native order
+            a = a.astype(a.dtype.newbyteorder("="))
         if a.shape != target.shape:
             raise ValueError(f"actions must have shape {target.shape} "
                              f"({rows.stop - rows.start} rows x {self.single_action_space}), got {a.shape}")

@@ -34,14 +34,20 @@ def env_metadata(spec) -> dict:
     return {"render_modes": render_modes(spec), **spec.metadata}
 
 
-def check_render_mode(spec, render_mode: str | None) -> None:
-    """None, or a mode the env can draw; a clear error otherwise."""
+def check_render_mode(spec, render_mode: str | None, backend: str = "serial") -> None:
+    """None, or a mode the env can draw from a pool of `backend`; a clear
+    error otherwise. Library-backed envs (MuJoCo, Atari) draw from their
+    library's state, which a multiprocessing pool keeps in its workers."""
     if render_mode is None:
         return
     modes = render_modes(spec)
     if render_mode not in modes:
         raise ValueError(f"render_mode {render_mode!r} is not supported by {spec.name} "
                          f"(render modes: {modes})")
+    if spec.kind != "header" and backend != "serial":
+        raise ValueError(f"render_mode {render_mode!r}: {spec.name} draws from its envs' state, "
+                         f"which a {backend} pool keeps in its workers: use backend='serial' "
+                         f"(gymnasium.make and SingleEnv do)")
 
 
 def env_bytes(pool, index: int) -> np.ndarray:

@@ -175,7 +175,8 @@ class ShoalVecEnv(_SameStepVecEnv):
                              "once (no batch_size): SB3's VecEnv protocol needs both")
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"ShoalVecEnv renders 'rgb_array' frames (or nothing: None), not {render_mode!r}")
-        render.check_render_mode(shoal.envs.spec(env) if isinstance(env, str) else env, render_mode)
+        render.check_render_mode(shoal.envs.spec(env) if isinstance(env, str) else env, render_mode,
+                                 pool_kwargs.get("backend", "multiprocessing"))
         self._render_mode = render_mode
         self.pool = shoal.make(env, num_envs, autoreset_mode="same_step", seed=seed, **pool_kwargs)
         self.env_spec = self.pool.spec                       # shoal's EnvSpec

@@ -358,3 +358,14 @@ def test_rgb_array_rendering_or_a_clear_error():
         from shoal.pool import render
         with pytest.raises(ValueError, match="backend='serial'"):
             render.frame(pool, 0)
+    # ... and a vector env or SB3 VecEnv asked to render says so when made, not at render()
+    from shoal.pool import NativeVectorEnv
+    from shoal.sb3 import ShoalVecEnv
+    with pytest.raises(ValueError, match="backend='serial'"):
+        NativeVectorEnv("Hopper", 2, render_mode="rgb_array")
+    with pytest.raises(ValueError, match="backend='serial'"):
+        gymnasium.make_vec("shoal/Hopper-v5", 2, vectorization_mode="vector_entry_point",
+                           render_mode="rgb_array")
+    with pytest.raises(ValueError, match="backend='serial'"):
+        ShoalVecEnv("Hopper", 2, render_mode="rgb_array")
+    NativeVectorEnv("Hopper", 2, backend="serial", render_mode="rgb_array").close()

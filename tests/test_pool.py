@@ -238,6 +238,10 @@ def test_bad_actions_raise_and_step_nothing(backend, no_leaks):
         np.testing.assert_array_equal(pool.obs, before)
         assert pool.episode_stats()["episodes"] == 0
         pool.step([0, 1, 1, 0])  # lists of ints are fine
+        after_list = pool.obs.copy()
+        pool.reset(seed=0)
+        pool.step(np.array([0, 1, 1, 0], ">i8"))   # big-endian data (from a file, a network)
+        np.testing.assert_array_equal(pool.obs, after_list)
 
 
 def test_multidiscrete_range_error_names_the_component():
@@ -252,6 +256,10 @@ def test_multidiscrete_range_error_names_the_component():
 def test_inconsistent_sizes_are_rejected_clearly():
     with pytest.raises(ValueError, match="batch_size must divide"):
         Serial("CartPole", 10, batch_size=4)
+    with pytest.raises(ValueError, match="batch_size must divide"):
+        Serial("CartPole", 1, batch_size=True)
+    with pytest.raises(ValueError, match="num_workers must be a positive int"):
+        Serial("CartPole", 1, num_workers=True)
     with pytest.raises(ValueError, match="multiple of the number of batches"):
         Serial("CartPole", 8, batch_size=4, num_workers=3)
     with pytest.raises(ValueError, match="exceeds num_envs"):
