@@ -23,7 +23,10 @@ next step of the same envs. Copy them to keep them.
 A pool belongs to the process and is used by one thread at a time: a call
 from another thread while one is in progress raises RuntimeError (a step
 would otherwise be lost), and so does any call from a forked child (it
-would drive the parent's workers). Pools cannot be pickled.
+would drive the parent's workers). close() works from any thread: it stops
+a call in progress elsewhere (which raises PoolClosedError) and waits for
+it, so no call reads memory after it is freed; from a signal handler inside
+a call, the pool closes as that call returns. Pools cannot be pickled.
 """
 from __future__ import annotations
 
@@ -91,6 +94,7 @@ class PoolClosedError(ClosedEnvironmentError, RuntimeError):
 # This process's pid, kept current across os.fork() so that the per-call
 # "created in this process?" check is a comparison, not a syscall.
 _this_pid = os.getpid()
+_get_ident = threading.get_ident
 
 
 def _after_fork_in_child() -> None:
@@ -178,6 +182,9 @@ class NativePool:
         self.closed = True  # until construction succeeds
         self._pid = os.getpid()
         self._lock = threading.Lock()  # held by the call in progress (see _enter)
+        self._caller = None            # ... and the thread making it
+        self._closing = False          # close() from another thread waits for that call
+        self._close_pending = False    # close() from inside it (a signal handler): on return
         if isinstance(env, str):
             self.spec = lookup_spec(env)
         elif isinstance(env, EnvSpec):
@@ -318,8 +325,8 @@ class NativePool:
     def _rows(self, batch: int) -> slice:
         return slice(batch * self.batch_size * self.agents, (batch + 1) * self.batch_size * self.agents)
 
-    def _check_open(self) -> None:
-        if self.closed:
+    def _check_open(self, closing: bool = False) -> None:
+        if self.closed or closing:
             raise PoolClosedError(f"this {type(self).__name__} pool is closed; its buffers and "
                                   f"methods are no longer available")
 
@@ -331,11 +338,23 @@ class NativePool:
             raise RuntimeError(f"this {type(self).__name__} pool belongs to process {self._pid}; a "
                                f"forked child (process {_this_pid}) cannot use it: create a pool "
                                f"in each process")
-        if self.closed:
-            self._check_open()
         if not self._lock.acquire(False):
+            if self.closed or self._closing:
+                self._check_open(closing=True)
             raise RuntimeError(f"this {type(self).__name__} pool is being used by another thread "
                                f"(a call is in progress): use one pool per thread, or a lock")
+        if self.closed:   # checked with the lock held: close() may have run just before
+            self._lock.release()
+            self._check_open()
+        self._caller = _get_ident()
+
+    def _leave(self) -> None:
+        """End a call (see _enter); a close() asked for during it runs now."""
+        self._caller = None
+        self._lock.release()
+        if self._close_pending:
+            self._close_pending = False
+            self.close()
 
     def __reduce__(self):
         raise TypeError(f"{type(self).__name__} pools cannot be pickled (they own worker processes "
@@ -381,7 +400,7 @@ class NativePool:
         try:
             return self._reset(seed, options)
         finally:
-            self._lock.release()
+            self._leave()
 
     def _reset(self, seed, options):
         mask = parse_reset_mask(options, self.num_envs)
@@ -416,7 +435,7 @@ class NativePool:
         try:
             self._async_reset(seed, options)
         finally:
-            self._lock.release()
+            self._leave()
 
     def _async_reset(self, seed, options) -> None:
         if options:
@@ -497,7 +516,7 @@ class NativePool:
             b = self._buffers
             return b.obs, b.rewards, b.terminals, b.truncations, self._step_info(all_rows)
         finally:
-            self._lock.release()
+            self._leave()
 
     def _start_or_close(self, batch: int, command: int) -> None:
         try:
@@ -574,7 +593,7 @@ class NativePool:
         try:
             self._send(actions, env_ids)
         finally:
-            self._lock.release()
+            self._leave()
 
     def _send(self, actions, env_ids) -> None:
         if not self._with_user:
@@ -608,7 +627,7 @@ class NativePool:
         try:
             return self._recv()
         finally:
-            self._lock.release()
+            self._leave()
 
     def _recv(self):
         if not self._in_flight:
@@ -645,10 +664,30 @@ class NativePool:
         raise NotImplementedError
 
     def close(self) -> None:
-        """Release workers and memory. Safe to call twice. Arrays already
-        returned stay readable (they keep their memory alive); the pool's
-        own (obs, masks, methods) raise PoolClosedError. In a forked child
-        it only marks this copy closed: the workers are the parent's."""
+        """Release workers and memory. Safe to call twice, and from any
+        thread: a call in progress in another thread is stopped (it raises
+        PoolClosedError) and waited for; called from inside a call of this
+        thread (a signal handler), the pool closes as that call returns.
+        Arrays already returned stay readable (they keep their memory
+        alive); the pool's own (obs, masks, methods) raise PoolClosedError.
+        In a forked child it only marks this copy closed: the workers are
+        the parent's."""
+        if self._pid != _this_pid:   # (and the lock may be held by a thread not copied here)
+            self.closed = True
+            return
+        if not self._lock.acquire(False):
+            self._closing = True   # the call in progress stops at its next wait slice
+            if self._caller == _get_ident():   # ... and closes the pool as it returns
+                self._close_pending = True
+                return
+            self._lock.acquire()
+        try:
+            self._close()
+        finally:
+            self._lock.release()
+
+    def _close(self) -> None:
+        """close()'s work, with the lock held and no call in progress."""
         self.closed = True
         self._info_views = None
 
@@ -688,11 +727,11 @@ class Serial(NativePool):
     def _finish(self, batch: int) -> None:
         pass
 
-    def close(self) -> None:
+    def _close(self) -> None:
         if not self.closed:
             self._blocks = []
             self._buffers.close()  # arrays handed out keep their memory
-        super().close()
+        super()._close()
 
 
 def _worker_main(buffers: Buffers, worker: int, start: int, stop: int, mode: int,
@@ -844,13 +883,15 @@ class Multiprocessing(NativePool):
         return _native.worker_busy_ns(self._ctrl, len(self._workers.processes)) / 1e9
 
     def _wait(self, first: int, count: int) -> None:
+        """Wait for workers first..first+count-1; checks between slices that
+        they live and that no other thread is closing the pool (the caller
+        closes it on any exception)."""
         if self.timeout is None:
-            while True:  # the caller closes the pool on any exception
+            while True:
                 busy = _native.wait_done(self._ctrl, first, count, _WAIT_SLICE_S, self._yield_s)
                 if busy < 0:
                     return
-                if not self._workers.processes[busy].is_alive():
-                    raise self._workers.failure(busy, "died")
+                self._check_waiting_on(busy)
         deadline = time.monotonic() + self.timeout
         while True:
             left = deadline - time.monotonic()
@@ -858,8 +899,7 @@ class Multiprocessing(NativePool):
                                      self._yield_s)
             if busy < 0:
                 return
-            if not self._workers.processes[busy].is_alive():
-                raise self._workers.failure(busy, "died")
+            self._check_waiting_on(busy)
             if left <= 0:
                 error = WorkerTimeoutError(
                     f"{self._workers.describe(busy)} did not finish within "
@@ -868,10 +908,14 @@ class Multiprocessing(NativePool):
                 self._workers.kill()  # mid-command: no point asking them to close
                 raise error
 
-    def close(self) -> None:
-        if self._pid != _this_pid:  # a forked child's copy: the workers are the parent's
-            self.closed = True
-            return
+    def _check_waiting_on(self, busy: int) -> None:
+        if not self._workers.processes[busy].is_alive():
+            raise self._workers.failure(busy, "died")
+        if self._closing:
+            raise PoolClosedError(f"this {type(self).__name__} pool was closed during this call "
+                                  f"(by another thread or a signal handler)")
+
+    def _close(self) -> None:
         if not self.closed:
             self._in_flight.clear()
             self._with_user.clear()
@@ -880,4 +924,4 @@ class Multiprocessing(NativePool):
             self._finalizer()  # runs shutdown once; later calls do nothing
         elif hasattr(self, "_buffers"):
             self._buffers.close()
-        super().close()
+        super()._close()

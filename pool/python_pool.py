@@ -36,12 +36,16 @@ reported within a second (WorkerError naming the worker and its envs), and
 Ctrl-C while waiting closes the pool; memory is a memfd, so nothing can be
 left in /dev/shm. Workers exit with the process that made the pool (not its
 thread) on every start method, and forked workers drop the memory of that
-process's other pools (shoal.pool.workers).
+process's other pools (shoal.pool.workers). close() from another thread
+during a command stops that command (its caller gets ClosedEnvironmentError)
+and waits for it; from a signal handler inside one, the workers are killed
+as it ends: no command touches the workers' control block once it is freed.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
 import pickle
+import threading
 import time
 import traceback
 import weakref
@@ -420,6 +424,12 @@ class AsyncVectorEnv(VectorEnv):
                  autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
                  max_concurrency: int | None = None, *, num_workers: int | None = None):
         self.closed = True  # until construction succeeds: close() is then a no-op
+        # Held by a command's start or wait (_command), so that close() cannot
+        # free the control block under it; reentrant for close()'s own wait.
+        self._calls = threading.RLock()
+        self._stop_waits = False   # close() asks the wait in progress to stop
+        self._close_pending = False   # close() from inside a command: kill the workers as it ends
+        self._closer = None        # the thread running close(): other threads' commands are refused
         if worker is not None:
             raise ValueError("shoal's AsyncVectorEnv steps blocks of envs over shared memory and "
                              "takes no custom `worker`; use gymnasium.vector.AsyncVectorEnv for one")
@@ -602,6 +612,9 @@ class AsyncVectorEnv(VectorEnv):
                     continue
                 if not self._workers.processes[busy].is_alive():
                     raise self._workers.failure(busy, "died")
+                if self._stop_waits:
+                    raise ClosedEnvironmentError(f"{type(self).__name__} was closed during this call "
+                                                 f"(by another thread or a signal handler)")
                 if deadline is not None and time.monotonic() >= deadline:
                     return False
             return True
@@ -633,11 +646,34 @@ class AsyncVectorEnv(VectorEnv):
                 self._merge_error = error
         self._replies.append(reply)
 
+    def _begin_command(self) -> None:
+        """Before a command's start or wait (the code that reads and writes
+        the workers' control block by address); _end_command after it, in a
+        finally: see close_extras."""
+        self._calls.acquire()
+        if self._closer not in (None, threading.get_ident()):
+            self._calls.release()
+            raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, after a "
+                                         f"call to `close()`.")
+
+    def _end_command(self) -> None:
+        self._calls.release()
+        if self._close_pending and not self._calls._is_owned():
+            self._close_pending = False
+            self._close_now()
+
     def _finish(self, timeout: float | None, call: str) -> list | None:
         """Wait for the command in flight and collect its replies, one per
         worker (None: quiet); closes the pool on any failure (a dead worker,
         an env's exception, Ctrl-C), raising the workers' exceptions."""
         self._assert_is_running()
+        self._begin_command()
+        try:
+            return self._finish_command(timeout, call)
+        finally:
+            self._end_command()
+
+    def _finish_command(self, timeout: float | None, call: str) -> list | None:
         try:
             if not self._wait(timeout):
                 self._state = AsyncState.DEFAULT
@@ -847,7 +883,11 @@ class AsyncVectorEnv(VectorEnv):
         reporting it done) since it started, one float per worker: see
         shoal.pool.Multiprocessing.worker_busy_seconds."""
         self._assert_is_running()
-        return _native.worker_busy_ns(self._ctrl, self.num_workers) / 1e9
+        self._begin_command()
+        try:
+            return _native.worker_busy_ns(self._ctrl, self.num_workers) / 1e9
+        finally:
+            self._end_command()
 
     def render(self):
         """The frame of every env (env.render())."""
@@ -855,7 +895,27 @@ class AsyncVectorEnv(VectorEnv):
 
     def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
         """Close the envs and workers. A pending call is waited for first (up
-        to `timeout`); terminate=True (or a timeout) kills the workers instead."""
+        to `timeout`); terminate=True (or a timeout) kills the workers instead.
+
+        From another thread while a command is running (inside step_wait(),
+        say): the command stops at its next wait slice, its caller gets
+        ClosedEnvironmentError, and close waits for it. From a signal handler
+        inside a command of this thread: the command stops waiting and the
+        workers are killed as it ends."""
+        if self._calls._is_owned():   # a signal handler inside this thread's command
+            self._stop_waits = self._close_pending = True
+            return
+        if not self._calls.acquire(False):
+            self._stop_waits = True
+            self._calls.acquire()
+            self._stop_waits = False   # that command has stopped; our own waits below must not
+        try:
+            self._closer = threading.get_ident()
+            self._close_extras(timeout, terminate)
+        finally:
+            self._calls.release()
+
+    def _close_extras(self, timeout: float | None, terminate: bool) -> None:
         if getattr(self, "_workers", None) is None:
             self._shutdown(kill=True)
             return
@@ -886,6 +946,7 @@ class AsyncVectorEnv(VectorEnv):
         infos to merge (step, reset)."""
         self._replies, self._errors, self._taken = [], [], 0
         self._infos, self._merge_error = ({} if infos else None), None
+        self._begin_command()
         try:
             start()
         except BaseException as error:
@@ -895,6 +956,8 @@ class AsyncVectorEnv(VectorEnv):
             if failure is not None:
                 raise failure from error
             raise
+        finally:
+            self._end_command()
 
     def _gather(self, replies: list) -> dict:
         """Infos in env order (as SyncVectorEnv builds them: merged by

@@ -203,6 +203,145 @@ def test_second_thread_in_a_call_is_refused(no_leaks):
     pool.close()
 
 
+NATIVE_KINDS = {"serial": dict(backend="serial"), "workers": dict(num_workers=2),
+                "parent_share": dict(num_workers=2, parent_share=True)}
+
+
+@pytest.mark.parametrize("kind", NATIVE_KINDS)
+def test_close_from_another_thread_stops_the_call_in_progress(kind, no_leaks):
+    """close() from another thread while a thread steps: the stepping
+    thread gets PoolClosedError (never a crash on freed memory)."""
+    pool = shoal.make("CartPole", 64, seed=0, **NATIVE_KINDS[kind])
+    errors = []
+
+    def step_forever():
+        try:
+            while True:
+                pool.step(np.zeros(64, np.int32))
+        except Exception as error:
+            errors.append(error)
+
+    stepper = threading.Thread(target=step_forever)
+    stepper.start()
+    time.sleep(0.3)
+    pool.close()
+    stepper.join(timeout=10)
+    assert not stepper.is_alive() and pool.closed
+    assert len(errors) == 1 and isinstance(errors[0], PoolClosedError), errors
+
+
+def test_close_from_another_thread_while_a_worker_is_stopped(no_leaks):
+    """The call waits on a stopped worker: close() stops the wait (the
+    stepping thread gets PoolClosedError) and kills the workers."""
+    pool = Multiprocessing("cartpole", 8, num_workers=2, seed=0)
+    victim = pool._workers.processes[1].pid
+    errors = []
+    stepper = threading.Thread(target=lambda: errors.append(
+        pytest.raises(PoolClosedError, pool.step, np.zeros(8, np.int32))))
+    os.kill(victim, signal.SIGSTOP)
+    try:
+        stepper.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        pool.close()
+        assert time.monotonic() - started < 8.0
+        stepper.join(timeout=10)
+        assert not stepper.is_alive() and len(errors) == 1 and pool.closed
+        assert not alive(victim)
+    finally:
+        if alive(victim):
+            os.kill(victim, signal.SIGCONT)
+
+
+def test_close_from_a_signal_handler_inside_a_call(no_leaks):
+    """A handler (here SIGUSR1's) that closes the pool while this thread is
+    inside step(): the call stops waiting, and the pool is closed as it
+    returns; the handler's own exception goes through as raised."""
+    pool = Multiprocessing("cartpole", 8, num_workers=2, seed=0)
+    victim = pool._workers.processes[1].pid
+
+    class Stop(Exception):
+        pass
+
+    def handler(signum, frame):
+        pool.close()
+        assert not pool.closed   # not yet: the call in progress closes it
+        raise Stop
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    os.kill(victim, signal.SIGSTOP)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
+    try:
+        timer.start()
+        with pytest.raises(Stop):
+            pool.step(np.zeros(8, np.int32))
+        assert pool.closed and not alive(victim)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
+        if alive(victim):
+            os.kill(victim, signal.SIGCONT)
+
+
+def test_python_pool_close_from_another_thread_or_a_signal_handler(no_leaks):
+    """shoal.pool.AsyncVectorEnv: close() from another thread stops the
+    stepping thread's call (ClosedEnvironmentError), also while a worker is
+    stopped; from a signal handler inside step(), the workers are killed as
+    the call ends."""
+    def make():
+        envs = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 4, num_workers=2)
+        envs.reset(seed=0)
+        return envs
+
+    for stop_a_worker in (False, True):
+        envs = make()
+        victim = envs._workers.processes[1].pid
+        if stop_a_worker:
+            os.kill(victim, signal.SIGSTOP)
+        errors = []
+
+        def step_forever():
+            try:
+                while True:
+                    envs.step(np.zeros(4, np.int64))
+            except Exception as error:
+                errors.append(error)
+
+        stepper = threading.Thread(target=step_forever)
+        stepper.start()
+        time.sleep(0.3)
+        envs.close()
+        stepper.join(timeout=10)
+        if alive(victim):
+            os.kill(victim, signal.SIGCONT)
+        assert not stepper.is_alive() and envs.closed and not alive(victim)
+        assert len(errors) == 1 and isinstance(errors[0], ClosedEnvironmentError), errors
+
+    envs = make()
+    victim = envs._workers.processes[1].pid
+
+    class Stop(Exception):
+        pass
+
+    def handler(signum, frame):
+        envs.close()
+        raise Stop
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    os.kill(victim, signal.SIGSTOP)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
+    try:
+        timer.start()
+        with pytest.raises(Stop):
+            envs.step(np.zeros(4, np.int64))
+        assert envs.closed and not alive(victim)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
+        if alive(victim):
+            os.kill(victim, signal.SIGCONT)
+
+
 # ---- 9. forked children cannot drive the parent's workers --------------------------------
 def test_forked_child_cannot_use_or_close_the_parents_pool(no_leaks):
     actions = [np.random.default_rng(k).integers(0, 2, 8).astype(np.int32) for k in range(10)]
