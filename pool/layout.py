@@ -200,3 +200,12 @@ class Buffers:
         for f in self._fields:
             self.__dict__.pop(f.name, None)
         self.region.close()
+
+    def __getattr__(self, name: str):
+        # Only for names not found: a buffer after close() (arrays taken
+        # before stay readable; the Buffers object no longer hands them out)
+        if name != "_fields" and any(f.name == name for f in self.__dict__.get("_fields", ())):
+            from shoal.pool.native import PoolClosedError
+            raise PoolClosedError(f"buffer {name!r}: these buffers were closed with their pool "
+                                  f"(arrays taken before close() stay readable)")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

@@ -490,12 +490,15 @@ def test_env_must_be_a_name_or_spec():
 def test_pools_cannot_be_pickled_and_are_unreadable_once_closed(backend, no_leaks):
     pool = shoal.make("CartPole", 4, backend=backend, num_workers=2, seed=0)
     obs = pool.obs
+    buffers = pool.buffers
     with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps(pool)
     pool.close()
     for name in ("obs", "masks"):
         with pytest.raises(PoolClosedError, match="closed"):
             getattr(pool, name)
+        with pytest.raises(PoolClosedError, match="closed with their pool"):
+            getattr(buffers, name)
     with pytest.raises(RuntimeError, match="closed"):  # PoolClosedError is a RuntimeError too
         pool.step(np.zeros(4, np.int32))
     with pytest.raises(ClosedEnvironmentError):
