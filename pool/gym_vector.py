@@ -422,7 +422,13 @@ class NativeVectorEnv(VectorEnv):
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """As SyncVectorEnv.call: attributes come back as values (get_attr);
-        the C envs have no Python methods to call, so those raise AttributeError."""
+        "render" gives each sub-env's frame (render()), as skrl's wrapper
+        asks; "get_wrapper_attr" an attribute. The C envs have no other
+        Python methods to call: those raise AttributeError."""
+        if name == "render" and not (args or kwargs):
+            return self.render()
+        if name == "get_wrapper_attr" and len(args) == 1 and not kwargs:
+            return self.get_attr(args[0])
         if args or kwargs:
             self._check_open()
             raise AttributeError(f"{type(self).__name__}: sub-envs are C envs and have no "

@@ -22,12 +22,14 @@ gymnasium.make("shoal:shoal/CartPole-v0") and make_vec("shoal:shoal/CartPole-v0"
 The bare id alone fails (gymnasium 1.x has no entry-point plugin discovery).
 
 Episode limits: a header env truncates its own episodes in C (CartPole at
-500 steps, reported as truncated=True on that step, exactly like
-CartPole-v1's TimeLimit), so its id is registered without
-max_episode_steps: no TimeLimit wrapper is added on top.
-gymnasium.make(..., max_episode_steps=n) still adds one, which only
-shortens episodes (n < 500); the native vector env rejects any other value
-than the C limit. The library-backed envs (MuJoCo, Atari) take
+500 steps, reported as truncated=True on that step). Its id is registered
+with that limit, as CartPole-v1 is with its own, so env.spec reports it and
+gymnasium.make adds a TimeLimit that ends episodes on the same step
+(wrappers that need a TimeLimit, such as TimeAwareObservation, find one).
+gymnasium.make(..., max_episode_steps=n) can only shorten episodes
+(n < 500): the C limit still ends them at 500, and the entry point never
+sees n to refuse it; the native vector env rejects any value other than
+the C limit. The library-backed envs (MuJoCo, Atari) take
 max_episode_steps as a keyword, so their ids are registered as gymnasium's
 own are: with their default limit (HalfCheetah 1000, Atari none), which
 gymnasium.make enforces with a TimeLimit over an env with no limit of its
@@ -97,8 +99,7 @@ def register_envs() -> list[str]:
             vector_entry_point="shoal.registration:make_native_vector_env",
             kwargs={"env_name": env_spec.name},
             reward_threshold=env_spec.reward_threshold,
-            # A header env truncates by itself in C: no max_episode_steps (see module doc).
-            max_episode_steps=(env_spec.max_episode_steps if "max_episode_steps" in env_spec.env_kwargs
-                               else None),
+            # A header env's is its C limit; a library-backed env's its default (see module doc).
+            max_episode_steps=env_spec.max_episode_steps,
         )
     return ids

@@ -35,6 +35,8 @@ class SingleEnv(gymnasium.Env):
         self.metadata = render.env_metadata(spec)
         self.observation_space = spec.single_observation_space
         self.action_space = spec.single_action_space
+        self._discrete_n = (int(self.action_space.n) if isinstance(self.action_space, gymnasium.spaces.Discrete)
+                            and self.action_space.start == 0 else None)
         self.render_mode = render_mode
         self._action = np.zeros(self._pool.action_space.shape, dtype=self._pool.buffers.actions.dtype)
         # Library-backed envs report gymnasium's step and reset info (reward
@@ -60,6 +62,10 @@ class SingleEnv(gymnasium.Env):
             action = np.asarray(action, dtype=np.float32)
             if action.shape != self.action_space.shape:
                 raise ValueError(f"action of shape {action.shape} is not in {self.action_space}")
+        elif self._discrete_n is not None and isinstance(action, (int, np.integer)):
+            # the common case, checked without Discrete.contains (a quarter of a step)
+            if not 0 <= action < self._discrete_n:
+                raise ValueError(f"action {action!r} is not in {self.action_space}")
         elif not self.action_space.contains(action):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
         self._action[0] = action

@@ -212,13 +212,15 @@ def test_check_env_passes_on_the_made_env():
 
 def test_made_env_behaves_like_cartpole_v1_step_by_step():
     """Same wrapper semantics as gymnasium.make("CartPole-v1"): reward 1 per
-    step, the same terminations, and truncation exactly at step 500 (from the
-    C env; no second TimeLimit). gymnasium's env is put in our state each step
-    (their RNGs differ, and CartPole is chaotic over hundreds of steps)."""
+    step, the same terminations, and truncation exactly at step 500 (the C
+    env's limit, registered as the id's, so a TimeLimit ends the same step,
+    and wrappers that need one find it). gymnasium's env is put in our state
+    each step (their RNGs differ, and CartPole is chaotic over hundreds of steps)."""
     ours = gymnasium.make(ENV_ID)
     theirs = gymnasium.make("CartPole-v1")
-    assert ours.spec.max_episode_steps is None  # nothing would double the C limit
-    assert "TimeLimit" not in str(ours) and "TimeLimit" in str(theirs)
+    assert ours.spec.max_episode_steps == theirs.spec.max_episode_steps == 500
+    assert "TimeLimit" in str(ours) and "TimeLimit" in str(theirs)
+    gymnasium.wrappers.TimeAwareObservation(ours)   # needs a TimeLimit below it
     rng = np.random.default_rng(3)
     for seed, balance in [(1, True), (2, False)]:
         obs, info = ours.reset(seed=seed)
@@ -248,7 +250,7 @@ def test_registration_is_idempotent_and_make_vec_modes():
         assert ENV_ID in ids and ids == [f"shoal/{n}-v{shoal.envs.spec(n).version}" for n in shoal.envs.names()]
         assert register_envs() == ids
     spec = gymnasium.spec(ENV_ID)
-    assert spec.reward_threshold == 475.0 and spec.max_episode_steps is None
+    assert spec.reward_threshold == 475.0 and spec.max_episode_steps == 500   # CartPole-v1's
     default = gymnasium.make_vec(ENV_ID, num_envs=2, backend="serial")
     assert isinstance(default, NativeVectorEnv)  # the vector entry point is the default
     assert default.spec.id == ENV_ID and default.spec.kwargs["num_envs"] == 2
@@ -302,6 +304,9 @@ def test_attributes_match_sync():
     assert native.call("action_space") == sync.call("action_space")
     assert native.get_attr("spec")[0].id == sync.get_attr("spec")[0].id == ENV_ID
     assert native.render() == sync.render() == (None,) * 4
+    # skrl's wrapper renders through call("render"); wrappers read get_wrapper_attr
+    assert native.call("render") == sync.call("render") == (None,) * 4
+    assert native.call("get_wrapper_attr", "render_mode") == sync.call("get_wrapper_attr", "render_mode")
     with pytest.raises(AttributeError, match="C envs"):
         native.get_attr("gravity")
     with pytest.raises(AttributeError, match="C envs"):
