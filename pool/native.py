@@ -371,7 +371,7 @@ class NativePool:
             self._drop_async_batches()
         fill_reset_requests(seed, b.reset_requests, b.seeds)
 
-    def reset(self, *, seed=None, options: dict | None = None):
+    def reset(self, *, seed=None, options: dict | None = None, env_id=None):
         """Reset envs and return the first observations of every row.
 
         Args:
@@ -379,6 +379,9 @@ class NativePool:
                 seed s + i; a sequence gives one seed (or None) per env.
             options: {"reset_mask": bool array (num_envs,)} resets only those
                 envs; the others keep their state and obs rows.
+            env_id: EnvPool's partial reset: resets only these envs (as a
+                reset_mask would) and returns only their rows (a copy, in
+                env_id's order), with info["env_id"].
 
         Returns:
             (obs, info): obs is a view of the shared buffer, (num_rows,
@@ -398,9 +401,32 @@ class NativePool:
         """
         self._enter()
         try:
-            return self._reset(seed, options)
+            if env_id is None:
+                return self._reset(seed, options)
+            if options and "reset_mask" in options:
+                raise ValueError("reset() takes env_id or options['reset_mask'], not both")
+            ids = self._env_id_array(env_id)
+            mask = np.zeros(self.num_envs, dtype=np.bool_)
+            mask[ids] = True
+            obs, info = self._reset(seed, {**(options or {}), "reset_mask": mask})
+            return self._rows_of(obs, info, ids)
         finally:
             self._leave()
+
+    def _env_id_array(self, env_id) -> np.ndarray:
+        """EnvPool's env_id argument as an int array of distinct env indices."""
+        ids = np.asarray(env_id)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(np.unique(ids)) != len(ids) \
+                or (len(ids) and (ids.min() < 0 or ids.max() >= self.num_envs)):
+            raise ValueError(f"env_id must be distinct env indices in [0, {self.num_envs}), got {env_id!r}")
+        return ids.astype(np.int64)
+
+    def _rows_of(self, obs, info: dict, ids: np.ndarray):
+        """obs rows and per-env info values of envs `ids` (copies), with info["env_id"]."""
+        rows = (ids[:, None] * self.agents + np.arange(self.agents)).reshape(-1)
+        info = {key: values[ids] for key, values in info.items()}
+        info["env_id"] = ids
+        return obs[rows], info
 
     def _reset(self, seed, options):
         mask = parse_reset_mask(options, self.num_envs)
@@ -478,7 +504,7 @@ class NativePool:
         if bad >= 0:
             raise ValueError(out_of_range_message(a[bad], rows.start + bad, self._nvec.tolist()))
 
-    def step(self, actions):
+    def step(self, actions, env_id=None):
         """Step every env once.
 
         Args:
@@ -504,7 +530,14 @@ class NativePool:
                 forked child calls; PoolClosedError once closed.
             WorkerError: a worker died; WorkerTimeoutError: one did not
                 answer within `timeout` (the pool is then closed).
+
+        env_id (EnvPool's step(action, env_id)): with async batches out,
+        send(actions, env_id) then recv(); otherwise it must list every env
+        in order (a sync pool steps them all together), and info gets
+        "env_id".
         """
+        if env_id is not None:
+            return self._step_env_ids(actions, env_id)
         self._enter()
         try:
             if self._in_flight or self._with_user:
@@ -517,6 +550,29 @@ class NativePool:
             return b.obs, b.rewards, b.terminals, b.truncations, self._step_info(all_rows)
         finally:
             self._leave()
+
+    def _step_env_ids(self, actions, env_id):
+        if self._with_user:
+            self.send(actions, env_id)
+            return self.recv()
+        ids = self._env_id_array(env_id)
+        if not np.array_equal(ids, np.arange(self.num_envs)):
+            raise ValueError(f"step(actions, env_id): this pool steps all {self.num_envs} envs "
+                             f"together, so env_id must be range({self.num_envs}); for EnvPool-style "
+                             f"batches of ready envs, make the pool with batch_size and use "
+                             f"async_reset() / recv() / send()")
+        *out, info = self.step(actions)
+        info["env_id"] = ids
+        return (*out, info)
+
+    def __len__(self) -> int:
+        """num_envs, as len() of an EnvPool env."""
+        return self.num_envs
+
+    @property
+    def is_async(self) -> bool:
+        """EnvPool's flag: True when batches are smaller than the pool (send/recv)."""
+        return self.batch_size < self.num_envs
 
     def _start_or_close(self, batch: int, command: int) -> None:
         try:
@@ -577,18 +633,23 @@ class NativePool:
             self._info_views[(rows.start, rows.stop)] = views
         return views
 
-    def send(self, actions, env_ids=None) -> None:
+    def send(self, actions, env_ids=None, *, env_id=None) -> None:
         """Step the batch returned by the oldest unanswered recv(); returns at once.
 
         Args:
             actions: integers for that batch's rows, shape
                 (batch_size * agents, ...), as step()'s.
             env_ids: optional; must equal that batch's info["env_id"].
+                (env_id: the same, under EnvPool's name.)
 
         Raises:
             ValueError: bad actions or env_ids (nothing is sent).
             RuntimeError: no batch awaits actions; misuse as step().
         """
+        if env_id is not None:
+            if env_ids is not None:
+                raise TypeError("send() takes env_ids or env_id (EnvPool's name), not both")
+            env_ids = env_id
         self._enter()
         try:
             self._send(actions, env_ids)

@@ -218,6 +218,38 @@ def test_reset_drops_async_batches(backend, no_leaks):
             pool.step(np.zeros(8, np.int32))   # names the way out
 
 
+def test_envpool_style_surface(no_leaks):
+    """What EnvPool clients call: len(), is_async, reset(env_id=) (a partial
+    reset returning those envs' rows), step(actions, env_id) and
+    send(actions, env_id=)."""
+    with shoal.make("Snake", 3, backend="serial", seed=0) as pool, \
+            shoal.make("Snake", 3, backend="serial", seed=0) as reference:
+        assert len(pool) == 3 and not pool.is_async
+        actions = np.ones(pool.num_rows, np.int64)
+        pool.step(actions)
+        reference.step(actions)
+        obs, info = pool.reset(seed=5, env_id=[2, 0])
+        ref_obs, _ = reference.reset(seed=5, options={"reset_mask": np.array([True, False, True])})
+        np.testing.assert_array_equal(obs, np.concatenate([ref_obs[16:24], ref_obs[0:8]]))
+        np.testing.assert_array_equal(info["env_id"], [2, 0])
+        out = pool.step(actions, np.arange(3))
+        ref = reference.step(actions)
+        for ours, theirs in zip(out[:4], ref[:4]):
+            np.testing.assert_array_equal(ours, theirs)
+        np.testing.assert_array_equal(out[4]["env_id"], np.arange(3))
+        with pytest.raises(ValueError, match="batch_size"):
+            pool.step(actions[:8], [1])
+        with pytest.raises(ValueError, match="env_id must be distinct"):
+            pool.reset(env_id=[0, 0])
+    with shoal.make("CartPole", 4, backend="serial", seed=0, batch_size=2) as pool:
+        assert pool.is_async
+        pool.async_reset()
+        ids = pool.recv()[4]["env_id"]
+        np.testing.assert_array_equal(pool.step(np.zeros(2, np.int64), ids)[4]["env_id"], [2, 3])
+        pool.send(np.zeros(2, np.int64), env_id=[2, 3])
+        np.testing.assert_array_equal(pool.recv()[4]["env_id"], [0, 1])
+
+
 @pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
 def test_bad_actions_raise_and_step_nothing(backend, no_leaks):
     with shoal.make("CartPole", 4, backend=backend, num_workers=2) as pool:
