@@ -45,6 +45,7 @@ import signal
 import sys
 import threading
 import time
+import zipfile
 from collections import defaultdict
 
 import numpy as np
@@ -750,6 +751,24 @@ def eval_seeds(train_cfg: dict) -> tuple[int, int]:
     return during, during + 1
 
 
+@contextlib.contextmanager
+def eval_rng(seed: int, device):
+    """Where an evaluation samples its actions (deterministic=False): from
+    torch's RNG seeded with the evaluation's seed, so each evaluation plays
+    the same episodes (`shoal eval --seed S --sample` replays them), inside
+    a fork of the caller's RNG state, which is left as it was (a training
+    run samples the same actions whether and when it evaluates)."""
+    device = torch.device(device)
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] \
+        if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.default_generator.manual_seed(seed)   # (torch.manual_seed would reseed every GPU)
+        if cuda:
+            with torch.cuda.device(cuda[0]):
+                torch.cuda.manual_seed(seed)
+        yield
+
+
 @torch.no_grad()
 def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: bool = True,
              device="cpu", max_steps: int | None = None, env_kwargs: dict | None = None) -> dict:
@@ -759,77 +778,120 @@ def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: 
     {"mean_return", "mean_length", "returns"}. An episode's return sums the
     rewards of all its env's rows. Episodes still running after max_steps
     (default 4 x the env's step limit + 10; 4010 without one) count the
-    return they have so far."""
+    return they have so far. Sampled actions come from eval_rng(seed)."""
     device = torch.device(device)
-    pool = shoal.make(env, episodes, backend="serial", seed=seed, env_kwargs=env_kwargs or {})
-    try:
-        max_steps = max_steps or 4 * (pool.spec.max_episode_steps or 1000) + 10
-        discrete = len(pool.action_space.shape) == 1
-        obs, _ = pool.reset(seed=seed)
-        state = policy.initial_state(pool.num_rows, device)
-        done = torch.zeros(pool.num_rows, device=device)
-        eps = pool.episodes
-        returns = np.full(episodes, np.nan)
-        lengths = np.full(episodes, np.nan)
-        for _ in range(max_steps):
-            head, _, state = policy(torch.as_tensor(obs).to(device), state, done)
-            action, _, _ = policy.sample(head, deterministic=deterministic)
-            a = policy.env_actions(action).cpu().numpy()
-            obs, _, term, trunc, _ = pool.step(a[:, 0] if discrete else a)
-            done = torch.as_tensor(term | trunc, dtype=torch.float32, device=device)
-            new = (eps["finished"] >= 1) & np.isnan(returns)
-            returns[new] = eps["return_sum"][new]
-            lengths[new] = eps["length_sum"][new]
-            if not np.isnan(returns).any():
-                break
-        unfinished = np.isnan(returns)  # count what they have so far
-        returns[unfinished] = eps["return_sum"][unfinished]
-    finally:
-        pool.close()
-    return {"mean_return": float(np.mean(returns)), "mean_length": float(np.nanmean(lengths))
-            if not np.isnan(lengths).all() else float("nan"), "returns": returns}
+    with eval_rng(seed, device):
+        pool = shoal.make(env, episodes, backend="serial", seed=seed, env_kwargs=env_kwargs or {})
+        try:
+            max_steps = max_steps or 4 * (pool.spec.max_episode_steps or 1000) + 10
+            discrete = len(pool.action_space.shape) == 1
+            obs, _ = pool.reset(seed=seed)
+            state = policy.initial_state(pool.num_rows, device)
+            done = torch.zeros(pool.num_rows, device=device)
+            eps = pool.episodes
+            returns = np.full(episodes, np.nan)
+            lengths = np.full(episodes, np.nan)
+            for _ in range(max_steps):
+                head, _, state = policy(torch.as_tensor(obs).to(device), state, done)
+                action, _, _ = policy.sample(head, deterministic=deterministic)
+                a = policy.env_actions(action).cpu().numpy()
+                obs, _, term, trunc, _ = pool.step(a[:, 0] if discrete else a)
+                done = torch.as_tensor(term | trunc, dtype=torch.float32, device=device)
+                new = (eps["finished"] >= 1) & np.isnan(returns)
+                returns[new] = eps["return_sum"][new]
+                lengths[new] = eps["length_sum"][new]
+                if not np.isnan(returns).any():
+                    break
+            unfinished = np.isnan(returns)  # count what they have so far
+            returns[unfinished] = eps["return_sum"][unfinished]
+        finally:
+            pool.close()
+        return {"mean_return": float(np.mean(returns)), "mean_length": float(np.nanmean(lengths))
+                if not np.isnan(lengths).all() else float("nan"), "returns": returns}
 
 
 @torch.no_grad()
 def rollout_frames(policy: Policy, env: str, steps: int, seed: int, deterministic: bool = True,
                    env_kwargs: dict | None = None):
-    """RGB frames of env 0 of a 1-env pool (made with env_kwargs) played by the policy."""
+    """RGB frames of env 0 of a 1-env pool (made with env_kwargs) played by the policy
+    (sampled actions: from eval_rng(seed))."""
     from shoal import render
 
-    pool = shoal.make(env, 1, backend="serial", seed=seed, env_kwargs=env_kwargs or {})
+    with eval_rng(seed, "cpu"):
+        pool = shoal.make(env, 1, backend="serial", seed=seed, env_kwargs=env_kwargs or {})
+        try:
+            if not render.supports_render(pool.spec):
+                raise ValueError(f"{pool.spec.name} does not render")
+            discrete = len(pool.action_space.shape) == 1
+            obs, _ = pool.reset(seed=seed)
+            state, done = policy.initial_state(pool.num_rows, "cpu"), torch.zeros(pool.num_rows)
+            frames = [render.frame(pool)]
+            for _ in range(steps):
+                head, _, state = policy(torch.as_tensor(obs), state, done)
+                a = policy.env_actions(policy.sample(head, deterministic=deterministic)[0]).numpy()
+                obs, _, term, trunc, _ = pool.step(a[:, 0] if discrete else a)
+                done = torch.as_tensor(term | trunc, dtype=torch.float32)
+                frames.append(render.frame(pool))
+        finally:
+            pool.close()
+        return frames
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during training (kill, `timeout`, a scheduler's preemption):
+    handled as Ctrl-C is, with a final checkpoint; `shoal train` then exits
+    with 143 (128 + SIGTERM), not 130."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM raises Terminated while the block runs, where it would kill
+    the process outright (its default action): a handler the caller set is
+    left alone. Only the main thread receives signals."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        if not render.supports_render(pool.spec):
-            raise ValueError(f"{pool.spec.name} does not render")
-        discrete = len(pool.action_space.shape) == 1
-        obs, _ = pool.reset(seed=seed)
-        state, done = policy.initial_state(pool.num_rows, "cpu"), torch.zeros(pool.num_rows)
-        frames = [render.frame(pool)]
-        for _ in range(steps):
-            head, _, state = policy(torch.as_tensor(obs), state, done)
-            a = policy.env_actions(policy.sample(head, deterministic=deterministic)[0]).numpy()
-            obs, _, term, trunc, _ = pool.step(a[:, 0] if discrete else a)
-            done = torch.as_tensor(term | trunc, dtype=torch.float32)
-            frames.append(render.frame(pool))
+        yield
     finally:
-        pool.close()
-    return frames
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @contextlib.contextmanager
 def sigint_deferred():
-    """Hold Ctrl-C back while the block runs (a save must not stop half way):
-    yields a list that is non-empty afterwards if Ctrl-C came meanwhile.
+    """Hold Ctrl-C (and a SIGTERM turned into Terminated) back while the
+    block runs (a save must not stop half way): yields a list that is
+    non-empty afterwards if one came meanwhile (stop_if_signalled raises it).
     Only the main thread receives signals; where SIGINT is ignored, it stays so."""
     caught: list = []
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or previous in (signal.SIG_IGN, None):
+    if threading.current_thread() is not threading.main_thread():
         yield caught
         return
-    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    held = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    held = {sig: handler for sig, handler in held.items()
+            if handler not in (signal.SIG_IGN, signal.SIG_DFL, None)
+            and (sig == signal.SIGINT or handler is _raise_terminated)}
+    for sig in held:
+        signal.signal(sig, lambda signum, frame: caught.append(signum))
     try:
         yield caught
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
+
+
+def stop_if_signalled(caught: list) -> None:
+    """After sigint_deferred: stop as the held-back signal would have."""
+    if signal.SIGTERM in caught:
+        raise Terminated
+    if caught:
+        raise KeyboardInterrupt
 
 
 def save_checkpoint(path: str, policy, optimizer, cfg: dict, progress: dict,
@@ -855,6 +917,18 @@ def save_checkpoint(path: str, policy, optimizer, cfg: dict, progress: dict,
         raise
 
 
+def save_final_checkpoint(path: str, policy, optimizer, cfg: dict, progress: dict,
+                          reward_scaler: RewardScaler | None = None) -> None:
+    """save_checkpoint at the end of a run: a failure (disk full) is an
+    OSError saying which checkpoint is left, not a chain of tracebacks."""
+    try:
+        save_checkpoint(path, policy, optimizer, cfg, progress, reward_scaler)
+    except OSError as e:
+        left = f"the last one saved is still at {path}" if os.path.exists(path) else "none was saved"
+        raise OSError(e.errno, f"could not write the final checkpoint {path} ({e.strerror or e}); "
+                               f"{left}") from None
+
+
 def load_checkpoint(path: str) -> dict:
     """A checkpoint written by save_checkpoint, or a RunError naming the file
     and what is wrong with it."""
@@ -864,6 +938,14 @@ def load_checkpoint(path: str) -> dict:
     size = os.path.getsize(path)
     if size == 0:
         raise RunError(f"checkpoint {path} is empty (0 bytes): the save that wrote it did not finish")
+    if zipfile.is_zipfile(path):   # torch.save's format: its CRCs catch damage torch.load reads past
+        try:
+            with zipfile.ZipFile(path) as archive:
+                damaged = archive.testzip()
+        except (zipfile.BadZipFile, OSError, EOFError) as e:
+            damaged = f"({e})"
+        if damaged is not None:
+            raise RunError(f"checkpoint {path} is corrupt ({size} bytes; {damaged} fails its CRC check)")
     try:  # weights_only: a checkpoint holds tensors and plain values, and must not run code
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # zip, pickle and I/O errors, depending on where the damage is
@@ -903,12 +985,37 @@ LOG_FIELDS = ["train_seconds", "global_step", "sps", "episodes", "mean_return", 
               "t_env", "t_copy", "t_forward", "t_learn", "t_eval", "world_size"]
 
 
+def drop_rows_after(path: str, step: int) -> None:
+    """Resuming: log.csv rows written after the checkpoint (global_step >
+    `step`: the run went on past its last save, then was killed) are
+    dropped, as their steps are trained again; the file is replaced whole."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows or "global_step" not in rows[0]:
+        return
+    column = rows[0].index("global_step")
+
+    def after(row):
+        try:
+            return int(float(row[column])) > step
+        except (IndexError, ValueError):
+            return False
+    kept = [row for row in rows[1:] if not after(row)]
+    if len(kept) == len(rows) - 1:
+        return
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", newline="") as f:
+        csv.writer(f).writerows([rows[0], *kept])
+    os.replace(tmp, path)
+
+
 class Logger:
     """A CSV row per log interval (always), TensorBoard scalars (when
     installed), W&B (when [train] wandb) and a live dashboard: rich when
     installed and on a terminal, else a printed line per row."""
 
-    def __init__(self, run_dir: str, cfg: dict, resume: bool, world_size: int = 1):
+    def __init__(self, run_dir: str, cfg: dict, resume: bool, world_size: int = 1,
+                 resume_step: int | None = None):
         tc = cfg["train"]
         self.env = cfg["env"]["name"]
         self.world_size = world_size
@@ -918,6 +1025,8 @@ class Logger:
         if append:  # keep the columns the file has (a log written by an older shoal may lack some)
             with open(path, newline="") as f:
                 fields = next(csv.reader(f), None) or LOG_FIELDS
+            if resume_step is not None:
+                drop_rows_after(path, resume_step)
         self.csv_file = open(path, "a" if append else "w", newline="")
         self.csv = csv.DictWriter(self.csv_file, fields, extrasaction="ignore")
         if not append:
@@ -954,6 +1063,7 @@ class Logger:
                   f"{'eval':>8} {'v_loss':>8} {'entropy':>7}  env/copy/fwd/learn s", flush=True)
 
     def log(self, row: dict) -> None:
+        row.setdefault("world_size", self.world_size)
         self.csv.writerow({k: row.get(k, "") for k in LOG_FIELDS})
         self.csv_file.flush()
         scalars = {k: v for k, v in row.items()
@@ -966,12 +1076,21 @@ class Logger:
         if self.live is not None:
             self.live.update(self._table(row), refresh=True)
         elif self.plain:
-            f = lambda k, w, p: f"{row.get(k, float('nan')):>{w}.{p}f}"  # noqa: E731
+            self._print_row(row)
+
+    def _print_row(self, row: dict) -> None:
+        f = lambda k, w, p: f"{row.get(k, float('nan')):>{w}.{p}f}"  # noqa: E731
+        try:
             print(f"{row['train_seconds']:>6.1f} {row['global_step']:>10d} {row['sps']:>9.0f} "
                   f"{row['episodes']:>6d} {f('mean_return', 9, 2)} {f('mean_length', 8, 1)} "
                   f"{f('eval_return', 8, 1)} {f('v_loss', 8, 4)} {f('entropy', 7, 3)}  "
                   f"{row['t_env']:.1f}/{row['t_copy']:.1f}/{row['t_forward']:.1f}/{row['t_learn']:.1f}",
                   flush=True)
+        except BrokenPipeError:   # stdout's reader left (`shoal train ... | head`): train on, quietly
+            self.plain = False
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())   # so that the exit's flush finds no broken pipe
+            os.close(devnull)
 
     def _table(self, row: dict):
         from rich.table import Table
@@ -1088,6 +1207,51 @@ def make_run_dir(cfg: dict, run_dir: str | None, resume: str | None) -> str:
                    f"not overwriting it: choose another --run-dir{hint}")
 
 
+RUN_LOCK = ".lock"   # in a run folder: held (flock) by the run writing there
+
+
+def lock_run_dir(run_dir: str):
+    """Hold the run folder for this run's life (an open file with an
+    exclusive flock, released when closed or when the process dies), so
+    that a second run cannot write there meanwhile (a --resume in place of
+    a run still going, say): a RunError if another run holds it."""
+    import fcntl
+
+    lock = open(os.path.join(run_dir, RUN_LOCK), "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip()
+        lock.close()
+        raise RunError(f"run folder {run_dir} is in use by another shoal train (pid {holder or '?'}) "
+                       f"still running: stop it first, or choose another --run-dir") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(str(os.getpid()))
+    lock.flush()
+    return lock
+
+
+def remove_stale_temp_files(ckpt_path: str) -> None:
+    """Temp files of saves killed half way (save_checkpoint's .tmp<pid>,
+    whose process is gone): the checkpoint itself was never touched."""
+    folder, name = os.path.split(ckpt_path)
+    for entry in os.listdir(folder or "."):
+        pid = entry[len(name) + 4:] if entry.startswith(f"{name}.tmp") else ""
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue   # its process lives (another run's save in progress)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(folder, entry))
+
+
 def check_world_split(cfg: dict, world: int) -> tuple[int, int | None]:
     """(envs per rank, pool workers per rank) when [vec] num_envs is split
     over `world` data-parallel ranks; a ConfigError unless it splits evenly
@@ -1116,8 +1280,9 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     """Train with PPO as `cfg` (shoal.config.load) says. Returns a summary:
     global_step, train_seconds, final eval, solve time (first evaluation
     with mean return >= target_return, in training seconds), run_dir,
-    checkpoint. Ctrl-C stops training and still writes the checkpoint; so
-    does an error (a pool worker dying: shoal.pool.WorkerError), which is
+    checkpoint. Ctrl-C stops training and still writes the checkpoint, and
+    so does SIGTERM (as Terminated, a KeyboardInterrupt; where no handler
+    of the caller's is set); so does an error (a pool worker dying: shoal.pool.WorkerError), which is
     then raised again. Resuming takes [env] and [policy] from the checkpoint
     (the policy's shape must match its weights; its obs statistics come with
     them), [vec] and [train] from cfg; the reward scaler's statistics carry
@@ -1131,6 +1296,11 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     ranks), gradients and obs statistics are averaged over the ranks, and
     rank 0 alone writes the run folder and evaluates; the other ranks
     return a summary without run_dir, checkpoint or eval_return."""
+    with sigterm_as_interrupt():
+        return _train(cfg, resume, run_dir)
+
+
+def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     run_dir_arg = run_dir
     cfg = {section: dict(keys) for section, keys in cfg.items()}  # ours to amend, not the caller's
     ckpt = None
@@ -1204,25 +1374,42 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         sys.stderr.flush()
 
     # The run folder last: a pool argument the pool refuses (above) leaves no folder behind.
-    run_dir = ckpt_path = None
+    run_dir = ckpt_path = run_lock = None
     if dist.is_main:  # rank 0 alone writes: one run folder, one log, one checkpoint
         try:
             run_dir = make_run_dir(cfg, run_dir_arg, resume)
         except BaseException:
             pool.close()
             raise
+        try:
+            run_lock = lock_run_dir(run_dir)
+        except BaseException:
+            pool.close()
+            raise
         with open(os.path.join(run_dir, "config.ini"), "w") as f:
             f.write(shoal_config.to_ini(cfg))
         ckpt_path = os.path.join(run_dir, "checkpoint.pt")
+        remove_stale_temp_files(ckpt_path)
     reward_scaler = None
     if tc["normalize_reward"]:
         reward_scaler = RewardScaler(pool.num_rows, tc["gamma"], tc["reward_clip"])
         if ckpt is not None and "reward_rms" in ckpt:
             reward_scaler.load_state_dict(ckpt["reward_rms"])
     timers = Timers()
-    logger = Logger(run_dir, cfg, resume=bool(resume), world_size=dist.world_size) if dist.is_main else None
+    logger = Logger(run_dir, cfg, resume=bool(resume), world_size=dist.world_size,
+                    resume_step=progress["global_step"] if ckpt is not None else None) if dist.is_main else None
     batch = tc["num_steps"] * pool.num_rows * dist.world_size  # rows stepped per update, all ranks
-    num_updates = max(1, math.ceil(tc["total_timesteps"] / batch))
+    # Counted in steps, so that a run resumed with another batch (other
+    # num_envs or num_steps) still stops at total_timesteps.
+    steps_left = max(0, tc["total_timesteps"] - progress["global_step"])
+    num_updates = progress["update"] + math.ceil(steps_left / batch)
+    if progress["update"] == 0:
+        num_updates = max(1, num_updates)
+    end_step = progress["global_step"] + (num_updates - progress["update"]) * batch
+    if ckpt is not None and dist.is_main and 0 < tc["max_train_seconds"] <= progress["train_seconds"]:
+        print(f"resuming {resume}: [train] max_train_seconds = {tc['max_train_seconds']:g} counts the "
+              f"whole run, which has trained {progress['train_seconds']:.1f} s: raise it to train on",
+              file=sys.stderr)
     eval_seed, final_eval_seed = eval_seeds(tc)
     summary = {"run_dir": run_dir, "checkpoint": ckpt_path, "interrupted": False}
     last_eval = float("nan")
@@ -1247,7 +1434,7 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         ro = (DeviceRollout if vc["backend"] == "cuda" else Rollout)(pool, policy, cfg, device, timers,
                                                                      reward_scaler)
         clock = time.perf_counter()
-        last_log = last_ckpt = last_eval_time = 0.0
+        last_log = last_ckpt = last_eval_time = base_seconds   # train_seconds() counts from there
         log_steps = progress["global_step"]
 
         if tc["eval_interval"] > 0 and progress["update"] == 0 and dist.is_main:  # the curve's starting point
@@ -1257,8 +1444,8 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
                         **{f"t_{k}": 0.0 for k in ("env", "copy", "forward", "learn", "eval")}})
 
         while progress["update"] < num_updates:
-            if tc["anneal_lr"]:
-                frac = 1.0 - progress["update"] / num_updates
+            if tc["anneal_lr"]:   # linear to 0 at the last update (in steps: see end_step)
+                frac = 1.0 - progress["global_step"] / end_step
                 optimizer.param_groups[0]["lr"] = frac * tc["learning_rate"]
             ro.collect()
             with timers.time("learn"):
@@ -1311,17 +1498,22 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
                 games, game_sum = 0, 0.0
             if tc["checkpoint_interval"] > 0 and now - last_ckpt >= tc["checkpoint_interval"]:
                 progress["train_seconds"] = train_seconds()
-                with sigint_deferred() as ctrl_c:
-                    save_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
-                if ctrl_c:  # held back during the save: stop now, as for any Ctrl-C
-                    raise KeyboardInterrupt
+                with sigint_deferred() as signalled:
+                    try:
+                        save_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
+                    except OSError as e:   # disk full, say: the last checkpoint stays; train on
+                        print(f"\nwarning: could not write the checkpoint {ckpt_path} ({e}); the one "
+                              f"before stays, training goes on", file=sys.stderr)
+                stop_if_signalled(signalled)   # held back during the save: stop now
                 last_ckpt = now
             if done:
                 break
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM (Terminated)
         summary["interrupted"] = True
+        summary["signal"] = signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
         if dist.is_main:
-            print("\ninterrupted: writing a final checkpoint", file=sys.stderr)
+            print(f"\n{'terminated' if isinstance(e, Terminated) else 'interrupted'}: writing a final "
+                  f"checkpoint", file=sys.stderr)
     except Exception as e:  # e.g. a pool worker died: save what was learnt, then re-raise
         if dist.is_main:
             print("\ntraining stopped by an error: writing a final checkpoint", file=sys.stderr)
@@ -1334,17 +1526,21 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     finally:
         # The save first (a broken pool may fail to close), and whole: a second
         # Ctrl-C waits until it is done, then ends the run (no final evaluation).
-        with sigint_deferred() as ctrl_c:
+        with sigint_deferred() as signalled:
             if clock is not None:  # the training time so far, however the loop ended
                 progress["train_seconds"] = train_seconds()
             if dist.is_main:
-                save_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
-        summary["interrupted"] = summary["interrupted"] or bool(ctrl_c)
+                save_final_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
+        if signalled and not summary["interrupted"]:
+            summary["interrupted"] = True
+            summary["signal"] = signal.SIGTERM if signal.SIGTERM in signalled else signal.SIGINT
         try:
             pool.close()
         finally:
             if logger is not None:
                 logger.close()
+            if run_lock is not None:
+                run_lock.close()   # (also releases the folder's lock)
 
     summary.update(progress)
     summary["timers"] = dict(timers.total)

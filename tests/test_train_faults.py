@@ -388,3 +388,101 @@ def test_ctrl_c_twice_in_a_real_run(tmp_path):
     assert progress["update"] >= 2 and progress["global_step"] == BATCH * progress["update"]
     assert progress["train_seconds"] > 0
     assert no_temp_files(folder)
+
+
+# ---------------------------------------------------------------------------
+# Resuming, evaluating and saving as a researcher's runs need (second pass)
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("num_envs", ["4", "16"])
+def test_resume_with_another_batch_stops_at_total_timesteps(run32, tmp_path, num_envs):
+    """The run32 checkpoint has 256 steps (2 updates of 8 envs x 16); resumed
+    with 4 or 16 envs and total_timesteps 1024, it trains the 768 steps left."""
+    out = tmp_path / "resumed"
+    summary = train.train(tiny("--vec.num-envs", num_envs, "--train.total-timesteps", "1024"),
+                          resume=run32["checkpoint"], run_dir=str(out))
+    assert summary["global_step"] == 1024
+    assert summary["update"] == 2 + 768 // (int(num_envs) * 16)
+
+
+def test_sampled_evaluation_is_reproducible_and_leaves_the_training_rng(run32):
+    policy, cfg = train.policy_from_checkpoint(train.load_checkpoint(run32["checkpoint"]))
+    before = torch.get_rng_state()
+    runs = [train.evaluate(policy, "cartpole", 4, seed=3, deterministic=False)["returns"] for _ in range(2)]
+    assert torch.equal(torch.get_rng_state(), before)   # training samples as if nothing happened
+    assert list(runs[0]) == list(runs[1])
+    frames = [train.rollout_frames(policy, "cartpole", 20, seed=3, deterministic=False) for _ in range(2)]
+    assert all((a == b).all() for a, b in zip(*frames))
+
+
+def test_a_damaged_tensor_fails_the_checkpoints_crc(run32, tmp_path):
+    """Bytes flipped inside a stored tensor: torch.load reads them as
+    weights; the zip's CRC says the file is damaged."""
+    import zipfile
+
+    data = bytearray(open(run32["checkpoint"], "rb").read())
+    with zipfile.ZipFile(run32["checkpoint"]) as archive:
+        entry = max(archive.infolist(), key=lambda i: i.file_size)   # the largest tensor
+    header = entry.header_offset
+    name_len, extra_len = int.from_bytes(data[header + 26:header + 28], "little"), \
+        int.from_bytes(data[header + 28:header + 30], "little")
+    start = header + 30 + name_len + extra_len + entry.file_size // 2
+    data[start:start + 8] = bytes(b ^ 0xFF for b in data[start:start + 8])
+    path = tmp_path / "flipped.pt"
+    path.write_bytes(bytes(data))
+    with pytest.raises(train.RunError, match="fails its CRC check"):
+        train.load_checkpoint(str(path))
+
+
+def test_a_run_folder_in_use_is_refused(tmp_path, capsys):
+    """A run holds its folder (a flock) while it runs: resuming in place of
+    a run still going is refused, and works once it has ended."""
+    folder = tmp_path / "r"
+    train.train(tiny(), run_dir=str(folder))
+    ckpt = str(folder / "checkpoint.pt")
+    held = train.lock_run_dir(str(folder))   # as the still-running run would
+    try:
+        assert cli.main(["train", "cartpole", *TINY, "--resume", ckpt, "--run-dir", str(folder),
+                         "--train.total-timesteps", "512"]) == 2
+        assert f"in use by another shoal train (pid {os.getpid()})" in capsys.readouterr().err
+    finally:
+        held.close()
+    assert cli.main(["train", "cartpole", *TINY, "--resume", ckpt, "--run-dir", str(folder),
+                     "--train.total-timesteps", "512"]) == 0
+
+
+def test_resume_drops_log_rows_written_after_the_checkpoint(tmp_path):
+    """A run killed after logging past its last save: on resume those rows
+    go (their steps are trained again), so global_step only increases; a
+    save's stale temp file (its process gone) is removed."""
+    folder = tmp_path / "r"
+    train.train(tiny("--train.log-interval", "0"), run_dir=str(folder))
+    log = folder / "log.csv"
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join([*lines, lines[-1].replace(f",{2 * BATCH},", f",{3 * BATCH},", 1)]) + "\n")
+    ended = subprocess.Popen(["true"])
+    ended.wait()   # a pid whose process has ended (and been reaped)
+    stale = folder / f"checkpoint.pt.tmp{ended.pid}"
+    stale.write_bytes(b"half")
+    train.train(tiny("--train.log-interval", "0", "--train.total-timesteps", "512"),
+                resume=str(folder / "checkpoint.pt"), run_dir=str(folder))
+    import csv
+    steps = [int(row["global_step"]) for row in csv.DictReader(log.open())]
+    assert steps == sorted(steps) and len(steps) == len(set(steps)) and steps[-1] == 512
+    assert not stale.exists()
+
+
+def test_a_failed_periodic_save_warns_and_training_goes_on(tmp_path, monkeypatch, capsys):
+    real, calls = train.save_checkpoint, []
+
+    def disk_full_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train, "save_checkpoint", disk_full_once)
+    summary = train.train(tiny("--train.checkpoint-interval", "1e-9", "--train.total-timesteps", "512"),
+                          run_dir=str(tmp_path))
+    assert summary["global_step"] == 512 and len(calls) >= 3
+    assert "warning: could not write the checkpoint" in capsys.readouterr().err
+    assert train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]["global_step"] == 512
