@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import itertools
+import json
 import math
 import os
 import signal
@@ -985,6 +986,18 @@ LOG_FIELDS = ["train_seconds", "global_step", "sps", "episodes", "mean_return", 
               "t_env", "t_copy", "t_forward", "t_learn", "t_eval", "world_size"]
 
 
+def write_final_eval(run_dir: str, final: dict, seed: int, progress: dict) -> None:
+    """The run's final, held-out evaluation (after log.csv's last row) as
+    run_dir/final_eval.json: its mean return and length, each episode's
+    return, the seed that replays it (`shoal eval --seed`), and the steps."""
+    record = {"mean_return": final["mean_return"], "mean_length": final["mean_length"],
+              "returns": [float(r) for r in final["returns"]], "seed": seed,
+              "global_step": progress["global_step"], "train_seconds": progress["train_seconds"]}
+    with open(os.path.join(run_dir, "final_eval.json"), "w") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+
+
 def drop_rows_after(path: str, step: int) -> None:
     """Resuming: log.csv rows written after the checkpoint (global_step >
     `step`: the run went on past its last save, then was killed) are
@@ -1412,6 +1425,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
               file=sys.stderr)
     eval_seed, final_eval_seed = eval_seeds(tc)
     summary = {"run_dir": run_dir, "checkpoint": ckpt_path, "interrupted": False}
+    finished = False   # the loop ran to its end (no signal, no error)
     last_eval = float("nan")
     episodes, ret_sum, len_sum = 0, 0.0, 0.0
     games, game_sum = 0, 0.0   # whole games' real scores (Atari), between log rows
@@ -1508,6 +1522,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                 last_ckpt = now
             if done:
                 break
+        finished = True
     except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM (Terminated)
         summary["interrupted"] = True
         summary["signal"] = signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
@@ -1537,20 +1552,28 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
         try:
             pool.close()
         finally:
-            if logger is not None:
-                logger.close()
-            if run_lock is not None:
-                run_lock.close()   # (also releases the folder's lock)
+            if not (finished and not summary["interrupted"]):   # else: after the final evaluation
+                if logger is not None:
+                    logger.close()
+                if run_lock is not None:
+                    run_lock.close()   # (also releases the folder's lock)
 
     summary.update(progress)
     summary["timers"] = dict(timers.total)
     summary["losses"] = losses
     summary["rank"], summary["world_size"] = dist.rank, dist.world_size
     if not summary["interrupted"] and dist.is_main:
-        policy.eval()
-        final = evaluate(policy, env, tc["eval_episodes"], final_eval_seed, tc["eval_deterministic"], device,
-                         env_kwargs=eval_kwargs)
-        summary["eval_return"] = final["mean_return"]
+        try:   # held out from the stopping rule (its own seed); its row is the log's last
+            policy.eval()
+            final = evaluate(policy, env, tc["eval_episodes"], final_eval_seed, tc["eval_deterministic"],
+                             device, env_kwargs=eval_kwargs)
+            summary["eval_return"] = final["mean_return"]
+            write_final_eval(run_dir, final, final_eval_seed, progress)
+            if logger.tb is not None:
+                logger.tb.add_scalar("final_eval_return", final["mean_return"], progress["global_step"])
+        finally:
+            logger.close()
+            run_lock.close()
     # The process group is destroyed before the interpreter exits (gloo's
     # threads then abort it: "terminate called without an active exception"),
     # and on a normal end the ranks leave together, so that none tears its

@@ -486,3 +486,15 @@ def test_a_failed_periodic_save_warns_and_training_goes_on(tmp_path, monkeypatch
     assert summary["global_step"] == 512 and len(calls) >= 3
     assert "warning: could not write the checkpoint" in capsys.readouterr().err
     assert train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]["global_step"] == 512
+
+
+def test_the_final_evaluation_is_kept_in_the_run_folder(tmp_path):
+    import csv
+    import json
+    summary = train.train(tiny("--train.log-interval", "0", "--train.eval-interval", "1e-9"),
+                          run_dir=str(tmp_path))
+    final = json.loads((tmp_path / "final_eval.json").read_text())
+    assert final["mean_return"] == summary["eval_return"] and final["global_step"] == summary["global_step"]
+    assert final["seed"] == train.eval_seeds(tiny()["train"])[1] and len(final["returns"]) == 2
+    rows = list(csv.DictReader((tmp_path / "log.csv").open()))
+    assert all(row["world_size"] == "1" for row in rows)   # the first (evaluation-only) row too
