@@ -40,8 +40,13 @@ def _play(args: list[str]) -> int:
     a = p.parse_args(args)
     if a.steps < 1:
         p.error("--steps must be at least 1")
+    if a.fps is not None and a.fps < 1:
+        p.error(f"--fps must be at least 1, got {a.fps}")
     spec = shoal.envs.spec(a.env)
     out = a.out or f"{a.env}.gif"
+    problem = _gif_path_problem(out)
+    if problem:  # before playing, not after
+        p.error(f"--out {out}: {problem}")
     with progress.Progress(a.progress) as shown:
         shown.task(f"play {spec.name}", a.steps + 1, unit="frames")
         try:
@@ -50,9 +55,26 @@ def _play(args: list[str]) -> int:
             shown.close()
             p.error(str(e))
         shown.log(f"writing {out}")
-        render.write_gif(frames, out, fps=a.fps or spec.metadata.get("render_fps", 20))
+        try:
+            render.write_gif(frames, out, fps=a.fps or spec.metadata.get("render_fps", 20))
+        except OSError as e:  # checked above, but the disk may still be full or the folder gone
+            shown.close()
+            p.error(f"--out {out}: cannot write the GIF: {e.strerror or e}")
     print(f"wrote {out}: {len(frames)} frames of {spec.name} ({a.policy} policy, seed {a.seed})")
     return 0
+
+
+def _gif_path_problem(path: str) -> str | None:
+    """Why no GIF can be written at `path`, or None: checked before the play
+    or the evaluation runs (write_gif makes no folders)."""
+    if os.path.isdir(path):
+        return f"is a folder; expected a file path such as {os.path.join(path, 'play.gif')}"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"folder {folder} is not writable"
+    return None
 
 
 def _env_arg(args: list[str]) -> str | None:
@@ -80,12 +102,15 @@ def _train(args: list[str]) -> int:
              "[--section.key VALUE ...]")
     if "-h" in args or "--help" in args:
         try:
-            cfg = config.load(env) if env and env.lower() in [n.lower() for n in shoal.envs.names()] \
-                else config.load(None)
-        except config.ConfigError as e:
-            print(f"shoal train: {e}", file=sys.stderr)
+            if env is not None:
+                shoal.envs.spec(env)  # an unknown env: the same error as without --help
+            cfg = config.load(env)
+        except (config.ConfigError, ValueError) as e:
+            print(f"shoal train: error: {e}", file=sys.stderr)
             return 2
-        where = f"default.ini + {os.path.basename(config.env_ini(env))}" if env else "default.ini"
+        ini = os.path.basename(config.env_ini(env)) if env else None
+        where = ("default.ini" if ini is None else f"default.ini + {ini}" if os.path.exists(config.env_ini(env))
+                 else f"default.ini, no {ini}")
         print(f"usage: {usage}\n\nTrain a PPO agent on ENV (one of: {', '.join(shoal.envs.names())}).\n"
               f"Config: configs/default.ini, then configs/ENV.ini, then --config files, then flags.\n\n"
               f"Every value is checked (range, choices) before anything runs: a bad one is an\n"
@@ -133,14 +158,32 @@ def _train(args: list[str]) -> int:
         else:
             flags.append(a)
         i += 1
+    ranks = None
     if nproc is not None:
-        return _torchrun(nproc, args)
+        ranks = _nproc_count(nproc)
+        if ranks is None:
+            return 2
+    # Everything checkable is checked here, once, before any run starts: with
+    # --nproc, before torchrun (else each rank would report it, then torchrun).
     try:
         shoal.envs.spec(env)
         cfg = config.load(env, flags, extra)
+        blocked = config.not_a_folder(run_dir) if run_dir is not None else None
+        if blocked:
+            raise config.ConfigError(f"--run-dir {run_dir}: {blocked} exists and is not a folder")
         train = _import_train()
         if train is None:
             return 2
+        if ranks is not None:
+            train.check_world_split(cfg, ranks)
+            if resume is not None:
+                train.load_checkpoint(resume)  # a missing or corrupt one: its error, not every rank's
+    except (config.ConfigError, ValueError, FileNotFoundError) as e:  # train.RunError too
+        print(f"shoal train: error: {e}", file=sys.stderr)
+        return 2
+    if ranks is not None:
+        return _torchrun(ranks, args)
+    try:
         summary = train.train(cfg, resume=resume, run_dir=run_dir)
     except (config.ConfigError, ValueError, FileNotFoundError) as e:  # train.RunError too
         print(f"shoal train: error: {e}", file=sys.stderr)
@@ -151,40 +194,88 @@ def _train(args: list[str]) -> int:
             raise
         print("shoal train: error: " + "\n".join([str(e), *getattr(e, "__notes__", [])]), file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # a Ctrl-C after the final save (while the pool closed)
-        print("shoal train: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (train.Terminated) outside the training loop
+        terminated = type(e).__name__ == "Terminated"
+        print(f"shoal train: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130
+    # 130 after Ctrl-C, 143 after SIGTERM (train.py's summary["signal"]; older ones: Ctrl-C)
+    status = 128 + int(summary.get("signal", 2)) if summary["interrupted"] else 0
     if summary.get("rank", 0) > 0:  # rank 0 reports for the whole data-parallel run
-        return 130 if summary["interrupted"] else 0
+        return status
     solved = summary.get("solved_seconds")
     print(f"trained {summary['global_step']:,} steps in {summary['train_seconds']:.1f} s"
           + (f"; reached the target return after {solved:.2f} s" if solved is not None else "")
           + (f"; final eval mean return {summary['eval_return']:.2f}" if "eval_return" in summary else "")
           + f"\ncheckpoint: {summary['checkpoint']}")
-    return 130 if summary["interrupted"] else 0
+    return status
 
 
-def _torchrun(nproc: str, args: list[str]) -> int:
-    """`shoal train ... --nproc N`: run torchrun --standalone (one node, N
-    ranks) with the same arguments, in place of this process."""
+def _nproc_count(nproc: str) -> int | None:
+    """--nproc's number of ranks, or None after a clear error."""
     try:
         n = int(nproc)
     except ValueError:
         n = 0
     if n < 1:
         print(f"shoal train: error: --nproc {nproc}: expected a number of processes >= 1", file=sys.stderr)
-        return 2
+        return None
     if "WORLD_SIZE" in os.environ:
         print("shoal train: error: --nproc inside a torchrun job: give the rank count to torchrun "
               "(--nproc-per-node) instead", file=sys.stderr)
-        return 2
+        return None
+    return n
+
+
+def _torchrun(n: int, args: list[str]) -> int:
+    """`shoal train ... --nproc N` (its arguments checked): torchrun
+    --standalone (one node, N ranks) with the same arguments, run in this
+    process (torchrun's own code, as `python -m torch.distributed.run` runs
+    it) so that its outcome becomes shoal's exit status, not a traceback: 0,
+    or the first failed rank's (_torchrun_status), or 128 + N when torchrun
+    itself gets signal N (Ctrl-C: 130, after the ranks have saved and exited)."""
+    import signal
+
+    from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
     i = next(i for i, a in enumerate(args) if a == "--nproc" or a.startswith("--nproc="))
     train_args = args[:i] + args[i + (1 if "=" in args[i] else 2):]  # without --nproc and its value
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
-               "-m", "shoal", "train", *train_args]
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, command)
+    try:
+        torchrun.run(torchrun.parse_args(["--standalone", f"--nproc-per-node={n}",
+                                          "-m", "shoal", "train", *train_args]))
+    except ChildFailedError as e:
+        return _torchrun_status(e.failures)
+    except SignalException as e:  # torchrun passed the signal to the ranks and waited for them
+        if e.sigval not in (signal.SIGINT, signal.SIGTERM):  # those two: each rank said it saved
+            print(f"shoal train: stopped by {e.sigval.name}", file=sys.stderr)
+        return 128 + int(e.sigval)
+    except KeyboardInterrupt:  # a Ctrl-C before torchrun set its handlers (no rank running yet)
+        print("shoal train: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _torchrun_status(failures: dict) -> int:
+    """shoal's exit status for a torchrun job whose ranks failed
+    (ChildFailedError.failures: global rank -> ProcessFailure), with one
+    line per rank on stderr in place of torchrun's traceback: the first
+    failed rank's own status (2 a bad argument, 1 an error, 130 Ctrl-C, 143
+    SIGTERM), or 128 + N for a rank killed by signal N, as a shell reports it."""
+    for rank in sorted(failures):
+        f = failures[rank]
+        if f.exitcode < 0:
+            what = f"was killed by {f.signal_name()}"
+        elif f.exitcode in (130, 143):  # stopped by Ctrl-C or SIGTERM, its checkpoint saved: not an error
+            continue
+        else:
+            what = f"exited with status {f.exitcode}"
+        print(f"shoal train: error: rank {rank} (pid {f.pid}) {what}", file=sys.stderr)
+    first = min(failures, key=lambda r: (failures[r].timestamp, r))  # torchrun's root cause
+    code = failures[first].exitcode
+    return 128 - code if code < 0 else code
 
 
 def _eval(args: list[str]) -> int:
@@ -197,11 +288,19 @@ def _eval(args: list[str]) -> int:
     p.add_argument("--sample", action="store_true",
                    help="sample actions (default: argmax; Box actions: the Gaussian's mean)")
     p.add_argument("--gif", default=None, help="also write a GIF of one rollout here")
-    p.add_argument("--gif-steps", type=int, default=300)
+    p.add_argument("--gif-steps", type=int, default=300, help="steps of the GIF's rollout (default 300)")
     a = p.parse_args(args)
     import shoal.envs
     if a.episodes < 1:
         p.error("--episodes must be at least 1")
+    # Checked here, not where the pool or the GIF writer would refuse them: after the evaluation.
+    if not 0 <= a.seed <= 2**64 - a.episodes:  # env i is seeded seed + i (a uint64)
+        p.error(f"--seed must be an int in [0, 2**64 - episodes], got {a.seed}")
+    if a.gif_steps < 1:
+        p.error(f"--gif-steps must be at least 1, got {a.gif_steps}")
+    problem = _gif_path_problem(a.gif) if a.gif else None
+    if problem:
+        p.error(f"--gif {a.gif}: {problem}")
     try:
         spec = shoal.envs.spec(a.env)
     except ValueError as e:
@@ -210,6 +309,8 @@ def _eval(args: list[str]) -> int:
         p.error(f"checkpoint {a.checkpoint!r} does not exist")
     from shoal import config, render
 
+    if a.gif and not render.supports_render(spec):
+        p.error(f"--gif: {spec.name} does not render")
     train = _import_train()
     if train is None:
         return 2
@@ -237,7 +338,10 @@ def _eval(args: list[str]) -> int:
         frames = train.rollout_frames(policy, spec.name, a.gif_steps, a.seed, deterministic=not a.sample,
                                       env_kwargs=env_kwargs)
         fps = shoal.envs.spec(spec.name, **env_kwargs).metadata.get("render_fps", 20)  # Atari: by frameskip
-        render.write_gif(frames, a.gif, fps=fps)
+        try:
+            render.write_gif(frames, a.gif, fps=fps)
+        except OSError as e:  # checked above, but the disk may still be full or the folder gone
+            p.error(f"--gif {a.gif}: cannot write the GIF: {e.strerror or e}")
         print(f"wrote {a.gif}: {len(frames)} frames")
     return 0
 

@@ -8,7 +8,9 @@ then any extra ini files, then `--section.key value` flags, each layer
 overriding the one before. default.ini declares every section and key; its
 values fix each key's type (bool, int, float or str), so a later layer may
 only set keys default.ini has, with values of that type. Errors name the
-section, key or value at fault and suggest the closest valid key.
+section, key or value at fault and suggest the closest valid key. `[env]
+name` is load()'s env (`shoal train ENV`): no flag sets it, and an ini file
+may only repeat it. A `[DEFAULT]` section is an error.
 
 Beyond its type, each key's value must pass its rule in RULES (a range or
 a set of choices), and the merged config the cross-key rules of validate():
@@ -56,8 +58,15 @@ def env_ini(env: str) -> str:
     return os.path.join(configs_dir(), f"{key}.ini")
 
 
+# configparser's default section under a name no file uses, so that a file's
+# [DEFAULT] is an ordinary section (refused below), not keys silently copied
+# into every other section (or dropped when it is the only one).
+_NO_DEFAULT_SECTION = "shoal: no default section"
+
+
 def _read_ini(path: str) -> dict[str, dict[str, str]]:
-    parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=("#", ";"))
+    parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=("#", ";"),
+                                       default_section=_NO_DEFAULT_SECTION)
     parser.optionxform = str  # keep keys as written; we normalise them ourselves
     try:
         with open(path) as f:
@@ -66,6 +75,11 @@ def _read_ini(path: str) -> dict[str, dict[str, str]]:
         raise ConfigError(f"malformed ini file {path}: {_ini_problem(e, path)}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read config file {path}: {e}") from None
+    if parser.has_section("DEFAULT"):
+        with open(path, errors="replace") as f:
+            lineno = next((n for n, line in enumerate(f, 1) if line.strip().startswith("[DEFAULT]")), "?")
+        raise ConfigError(f"ini file {path}: line {lineno}: section [DEFAULT] is not supported (its keys "
+                          f"would go to every section); put each key under its own section, e.g. [train]")
     return {s: {_norm(k): v for k, v in parser[s].items()} for s in parser.sections()}
 
 
@@ -94,6 +108,9 @@ def _norm(key: str) -> str:
 def _type_name(value) -> str:
     return type(value).__name__
 
+
+# Number keys whose "off" value may also be written empty (`target_return =`).
+EMPTY_MEANS: dict[tuple[str, str], object] = {("train", "target_return"): 0.0}
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -127,6 +144,8 @@ def parse_value(section: str, key: str, text: str, default):
             raise bad("an int")
         return int(as_float)
     if isinstance(default, float):
+        if raw == "" and (section, key) in EMPTY_MEANS:
+            return EMPTY_MEANS[(section, key)]
         try:
             return float(raw.replace("_", ""))
         except ValueError:
@@ -145,6 +164,20 @@ def _at_least(lo, strict: bool = False):
 
 def _between(lo: float, hi: float):
     return (lambda v: lo <= v <= hi), f"a number in [{lo:g}, {hi:g}]"  # nan fails both
+
+
+def not_a_folder(path: str) -> str | None:
+    """The part of folder path `path` that exists and is not a folder (a
+    file, a broken link), so that os.makedirs(path) must fail; else None."""
+    p = os.path.abspath(path)
+    while not os.path.isdir(p):
+        if os.path.lexists(p):
+            return p
+        parent = os.path.dirname(p)
+        if parent == p:
+            return None
+        p = parent
+    return None
 
 
 def _one_of(*choices: str):
@@ -181,7 +214,9 @@ RULES: dict[tuple[str, str], tuple] = {
     ("train", "target_return"): _FINITE,
     ("train", "log_interval"): _at_least(0.0),
     ("train", "dashboard"): _one_of("auto", "rich", "plain", "none"),
-    ("train", "run_dir"): ((lambda v: v != ""), "a folder path"),
+    # an existing file there (or on the way) would fail os.makedirs once the run starts
+    ("train", "run_dir"): ((lambda v: v != "" and not_a_folder(v) is None),
+                           "a folder path (not an existing file, nor a path through one)"),
     ("train", "checkpoint_interval"): _at_least(0.0),
     ("train", "reward_clip"): _at_least(0.0, strict=True),
     ("train", "wandb_project"): ((lambda v: v != ""), "a W&B project name"),
@@ -434,10 +469,26 @@ def apply(config: Config, section: str, key: str, text: str, where: str = "") ->
     config[section][key] = value
 
 
+def _same_env(a: str, b: str) -> bool:
+    from shoal import envs  # here: shoal.envs imports the compiled envs
+    try:
+        return envs.spec(a).name == envs.spec(b).name
+    except ValueError:
+        return a.strip().lower() == b.strip().lower()
+
+
 def merge_ini(config: Config, path: str) -> None:
-    """Override config with the entries of ini file `path`."""
+    """Override config with the entries of ini file `path`. Its [env] name
+    may only repeat the env being configured (a run's saved config.ini has
+    one): the env is `shoal train ENV`'s argument, not a key."""
     for section, keys in _read_ini(path).items():
         for key, text in keys.items():
+            if (_norm(section), _norm(key)) == ("env", "name"):
+                if not _same_env(text, str(config["env"]["name"])):
+                    raise ConfigError(f"[env] name = {text.strip()!r} (in {path}): the env is shoal train's "
+                                      f"ENV argument ({config['env']['name']}), not a key: remove the line "
+                                      f"or train with `shoal train {text.strip()}`")
+                continue
             apply(config, section, key, text, where=path)
 
 
@@ -456,6 +507,9 @@ def parse_flags(config: Config, flags: list[str]) -> None:
             value = flags[i + 1]
             i += 1
         section, _, key = name.partition(".")
+        if (_norm(section), _norm(key)) == ("env", "name"):
+            raise ConfigError(f"flag --{name}: the env is shoal train's ENV argument, not a key: "
+                              f"`shoal train {value} ...` trains {value}")
         apply(config, section, key, value, where=f"flag --{name}")
         i += 1
 
@@ -464,6 +518,8 @@ def load(env: str | None, flags: list[str] = (), extra_ini: list[str] = ()) -> C
     """default.ini, then configs/<env>.ini, then extra ini files, then flags;
     validated (a ConfigError names the first bad key)."""
     config = defaults()
+    if env is not None:  # first: an ini file's [env] name is checked against it
+        config["env"]["name"] = env
     if env is not None and os.path.exists(env_ini(env)):
         merge_ini(config, env_ini(env))
     for path in extra_ini:
@@ -471,8 +527,6 @@ def load(env: str | None, flags: list[str] = (), extra_ini: list[str] = ()) -> C
             raise ConfigError(f"config file {path!r} does not exist")
         merge_ini(config, path)
     parse_flags(config, list(flags))
-    if env is not None:
-        config["env"]["name"] = env
     validate(config)
     return config
 
@@ -493,6 +547,8 @@ def help_text(config: Config) -> str:
     for section, keys in config.items():
         lines.append(f"[{section}]")
         for k, v in keys.items():
+            if (section, k) == ("env", "name"):  # set by shoal train ENV, not by a flag
+                continue
             shown = str(v).lower() if isinstance(v, bool) else v
             flag = f"--{section}.{k.replace('_', '-')}"
             lines.append(f"  {flag:<30} {shown!s:<18} ({_type_name(v)})")

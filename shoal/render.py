@@ -31,6 +31,21 @@ def write_gif(frames: list[np.ndarray], path: str, fps: int = 20) -> None:
     images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
 
 
+def random_actions(spec, rng: np.random.Generator, rows: int) -> np.ndarray:
+    """`rows` random actions for env `spec`, shape (rows, action size): Box
+    actions uniform within [action_low, action_high] (their action_nvec is
+    empty), discrete ones uniform over each of action_nvec's choices."""
+    if spec.continuous_action:
+        low = np.asarray(spec.action_low, dtype=np.float64)
+        high = np.asarray(spec.action_high, dtype=np.float64)
+        if not (np.isfinite(low).all() and np.isfinite(high).all()):
+            raise ValueError(f"{spec.name}'s Box actions are unbounded: no uniform random policy; "
+                             f"use policy='heuristic' where it has one")
+        return rng.uniform(low, high, size=(rows, len(low)))
+    nvec = np.asarray(spec.action_nvec)
+    return rng.integers(0, nvec, size=(rows, len(nvec)))
+
+
 def play(env: str, steps: int = 200, seed: int = 0, policy: str = "random", index: int = 0,
          on_frame=None):
     """Frames of env `env` played for `steps` steps from `seed` by a random
@@ -48,8 +63,7 @@ def play(env: str, steps: int = 200, seed: int = 0, policy: str = "random", inde
     if policy == "heuristic" and not hasattr(binding, "heuristic_actions"):
         pool.close()
         raise ValueError(f"{pool.spec.name} has no heuristic policy; use policy='random'")
-    rng = np.random.default_rng(seed)
-    nvec = np.asarray(pool.spec.action_nvec)
+    rng = np.random.default_rng(seed)  # the random policy's: the same seed, the same GIF
     frames = []
     try:
         obs, _ = pool.reset(seed=seed)
@@ -63,7 +77,7 @@ def play(env: str, steps: int = 200, seed: int = 0, policy: str = "random", inde
             elif policy == "heuristic":  # a scripted policy reading the env's state
                 binding.heuristic_actions(pool.env_states, 1, actions)
             else:
-                actions[...] = rng.integers(0, nvec, size=(pool.num_rows, len(nvec))).reshape(actions.shape)
+                actions[...] = random_actions(pool.spec, rng, pool.num_rows).reshape(actions.shape)
             obs, *_ = pool.step(actions)
             frames.append(frame(pool, index))
             on_frame()

@@ -498,3 +498,31 @@ def test_the_final_evaluation_is_kept_in_the_run_folder(tmp_path):
     assert final["seed"] == train.eval_seeds(tiny()["train"])[1] and len(final["returns"]) == 2
     rows = list(csv.DictReader((tmp_path / "log.csv").open()))
     assert all(row["world_size"] == "1" for row in rows)   # the first (evaluation-only) row too
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
+    """SIGTERM (kill, timeout, a scheduler's preemption) in a real run: the
+    final checkpoint is written as for Ctrl-C, and the exit status is 143."""
+    folder = tmp_path / "r"
+    cmd = [sys.executable, "-P", "-m", "shoal", "train", "cartpole", *TINY, "--train.total-timesteps",
+           "100000000", "--train.max-train-seconds", "0", "--train.log-interval", "0",
+           "--run-dir", str(folder)]
+    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        log = folder / "log.csv"
+        deadline = time.monotonic() + 60
+        while not (log.exists() and len(log.read_text().splitlines()) >= 3):
+            assert child.poll() is None and time.monotonic() < deadline, child.stderr.read()
+            time.sleep(0.02)
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 143, err
+    assert "terminated: writing a final checkpoint" in err and "Traceback" not in err
+    progress = train.load_checkpoint(str(folder / "checkpoint.pt"))["progress"]
+    assert progress["update"] >= 2 and progress["global_step"] == BATCH * progress["update"]
+    assert no_temp_files(folder)

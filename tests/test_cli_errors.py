@@ -1,0 +1,235 @@
+"""The CLI's clear errors: a bad argument to shoal play / train / eval is one
+line naming it and exit status 2, found before anything runs (no traceback,
+no evaluation thrown away); `shoal play` of a Box-action env; `--nproc` runs
+checked before torchrun starts, and torchrun's outcome as shoal's exit status."""
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import shoal.envs
+from shoal import cli, config, render
+
+# 2 updates of 8 envs x 16 steps, no evaluation until the (2-episode) final one
+TINY = ["--vec.backend", "serial", "--vec.num-envs", "8", "--vec.num-batches", "1",
+        "--train.num-steps", "16", "--train.total-timesteps", "256", "--train.dashboard", "none",
+        "--train.tensorboard", "false", "--train.checkpoint-interval", "0",
+        "--train.eval-interval", "0", "--train.eval-episodes", "2"]
+
+
+def refused(capsys, args) -> str:
+    """stderr of a shoal command that must stop with exit status 2 (returned,
+    or argparse's SystemExit), with no traceback."""
+    try:
+        status = cli.main(args)
+    except SystemExit as e:
+        status = e.code
+    assert status == 2, f"shoal {' '.join(args)}: exit status {status}"
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+def shoal_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "shoal", *args]
+
+
+# ---- shoal play: Box actions --------------------------------------------------
+def test_random_actions_for_box_envs_lie_within_the_bounds_and_follow_the_seed():
+    for name in ("HalfCheetah", "InvertedPendulum"):  # bounds +-1 and +-3
+        spec = shoal.envs.spec(name)
+        assert spec.continuous_action and len(spec.action_nvec) == 0  # no nvec to sample from
+        a = render.random_actions(spec, np.random.default_rng(3), 200)
+        assert a.shape == (200, spec.action_size)
+        assert (a >= spec.action_low).all() and (a <= spec.action_high).all()
+        assert a.min() < spec.action_low.max() / 2 and a.max() > spec.action_high.min() / 2  # spread over them
+        np.testing.assert_array_equal(a, render.random_actions(spec, np.random.default_rng(3), 200))
+        assert not np.array_equal(a, render.random_actions(spec, np.random.default_rng(4), 200))
+
+
+def test_random_actions_for_discrete_envs_are_as_before():
+    """Discrete envs draw the same integers as before Box actions were handled: same GIFs."""
+    for name in ("CartPole", "Snake", "Explorer"):
+        spec = shoal.envs.spec(name)
+        nvec = np.asarray(spec.action_nvec)
+        rows = spec.agents
+        got = render.random_actions(spec, np.random.default_rng(5), rows)
+        np.testing.assert_array_equal(got, np.random.default_rng(5).integers(0, nvec, size=(rows, len(nvec))))
+
+
+def test_shoal_play_a_mujoco_env(tmp_path, capsys):
+    # find_spec, not importorskip: imported before the first frame, mujoco keeps
+    # its GLFW default, which fails without a display (the env picks EGL then)
+    if importlib.util.find_spec("mujoco") is None:
+        pytest.skip("MuJoCo envs need the mujoco extra")
+    pytest.importorskip("PIL", reason="GIFs need pillow (pip install 'shoal[render]')")
+    out = tmp_path / "halfcheetah.gif"
+    try:
+        status = cli.main(["play", "halfcheetah", "--steps", "3", "--out", str(out), "--progress", "none"])
+    except RuntimeError as e:  # no OpenGL here: as tests/test_mujoco.py, the error must say what to do
+        assert "MUJOCO_GL" in str(e)
+        pytest.skip(f"no OpenGL context for MuJoCo here: {e}")
+    assert status == 0
+    assert "wrote" in capsys.readouterr().out
+    from PIL import Image
+    with Image.open(out) as gif:
+        assert gif.n_frames == 4  # the reset's frame, then one per step
+
+
+# ---- shoal play / eval: arguments checked before anything runs ---------------
+@pytest.mark.parametrize("flags,expected", [
+    (["--fps", "-3"], "--fps must be at least 1"),
+    (["--fps", "0"], "--fps must be at least 1"),
+    (["--out", "/nonexistent/x.gif"], "--out /nonexistent/x.gif: folder /nonexistent does not exist"),
+])
+def test_play_refuses_bad_arguments(tmp_path, monkeypatch, capsys, flags, expected):
+    monkeypatch.chdir(tmp_path)  # where the default --out would go
+    assert expected in refused(capsys, ["play", "cartpole", "--steps", "2", "--progress", "none", *flags])
+
+
+def test_play_refuses_a_folder_as_out(tmp_path, capsys):
+    assert f"--out {tmp_path}: is a folder" in refused(capsys, ["play", "cartpole", "--out", str(tmp_path)])
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    pytest.importorskip("torch")
+    from shoal import train
+
+    summary = train.train(config.load("cartpole", TINY), run_dir=str(tmp_path_factory.mktemp("run")))
+    return summary["checkpoint"]
+
+
+@pytest.mark.parametrize("flags,expected", [
+    (["--gif", "/nonexistent/dir/x.gif"], "--gif /nonexistent/dir/x.gif: folder /nonexistent/dir does not exist"),
+    (["--seed", "-1"], "--seed must be an int in [0, 2**64 - episodes], got -1"),
+    (["--seed", str(2**64 - 1)], "--seed must be an int"),  # env 1 of 2 would be seeded 2**64
+    (["--gif", "x.gif", "--gif-steps", "-5"], "--gif-steps must be at least 1"),
+    (["--gif", "x.gif", "--gif-steps", "0"], "--gif-steps must be at least 1"),
+])
+def test_eval_refuses_bad_arguments_before_evaluating(checkpoint, tmp_path, monkeypatch, capsys, flags, expected):
+    monkeypatch.chdir(tmp_path)
+    err = refused(capsys, ["eval", "cartpole", "--checkpoint", checkpoint, "--episodes", "2", *flags])
+    assert expected in err
+    assert not os.listdir(tmp_path)  # no GIF written
+    # ... and the same command with good values runs
+    assert cli.main(["eval", "cartpole", "--checkpoint", checkpoint, "--episodes", "2"]) == 0
+    assert "mean return" in capsys.readouterr().out
+
+
+# ---- shoal train: the run folder, [env] name, target_return, [DEFAULT], --help ---------
+def test_a_run_dir_that_is_a_file_is_a_clear_error(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    for flags in (["--train.run-dir", str(afile)], ["--train.run-dir", str(afile / "runs")]):
+        err = refused(capsys, ["train", "cartpole", *TINY, *flags])
+        assert "[train] run_dir = " in err and "not an existing file" in err and "--train.run-dir" in err
+    err = refused(capsys, ["train", "cartpole", *TINY, "--run-dir", str(afile / "run")])
+    assert f"--run-dir {afile / 'run'}: {afile} exists and is not a folder" in err
+    assert afile.read_text() == "not a folder"
+
+
+def test_env_name_is_the_positional_argument_not_a_key(tmp_path, capsys):
+    err = refused(capsys, ["train", "cartpole", "--env.name", "snake"])
+    assert "--env.name" in err and "ENV argument" in err
+    p = tmp_path / "snake.ini"
+    p.write_text("[env]\nname = snake\n")
+    with pytest.raises(config.ConfigError, match=r"\[env\] name = 'snake' \(in .*snake.ini\).*ENV argument"):
+        config.load("cartpole", [], [str(p)])
+    # a run's saved config.ini names its own env: it loads back for that env
+    p.write_text("[env]\nname = CartPole\n[train]\nseed = 4\n")
+    assert config.load("cartpole", [], [str(p)])["train"]["seed"] == 4
+    assert cli.main(["train", "cartpole", "--help"]) == 0
+    assert "--env.name" not in capsys.readouterr().out  # listed, it did nothing
+
+
+def test_an_empty_target_return_means_never(tmp_path):
+    assert config.load("cartpole", ["--train.target-return", ""])["train"]["target_return"] == 0.0
+    p = tmp_path / "x.ini"
+    p.write_text("[train]\ntarget_return =\n")
+    assert config.load("cartpole", [], [str(p)])["train"]["target_return"] == 0.0
+    with open(os.path.join(config.configs_dir(), "default.ini")) as f:  # as its comment says
+        assert "(0 or empty = never)" in f.read()
+    with pytest.raises(config.ConfigError, match="expected a float"):  # other float keys still need a number
+        config.load("cartpole", ["--train.learning-rate", ""])
+
+
+@pytest.mark.parametrize("text", ["[DEFAULT]\nseed = 3\n", "[train]\nnum_steps = 8\n\n[DEFAULT]\nseed = 3\n"])
+def test_a_default_section_is_refused_naming_the_file(tmp_path, text):
+    p = tmp_path / "d.ini"
+    p.write_text(text)
+    line = text.splitlines().index("[DEFAULT]") + 1
+    with pytest.raises(config.ConfigError, match=rf"d.ini: line {line}: section \[DEFAULT\] is not supported"):
+        config.load("cartpole", [], [str(p)])
+
+
+@pytest.mark.parametrize("env,hint", [("foo", ""), ("shoal/CartPole-v0", "did you mean 'CartPole'?")])
+def test_train_help_for_an_unknown_env_is_the_unknown_env_error(capsys, env, hint):
+    err = refused(capsys, ["train", env, "--help"])
+    assert f"shoal train: error: unknown env '{env}'" in err and hint in err
+    assert capsys.readouterr().out == ""
+
+
+def test_train_help_names_the_env_ini_it_used(capsys):
+    assert cli.main(["train", "cart_pole", "--help"]) == 0  # as `shoal train cart_pole` accepts it
+    out = capsys.readouterr().out
+    assert "keys (default.ini + cartpole.ini;" in out and "0.003" in out  # its learning rate, shown
+    assert cli.main(["train", "corridor", "--help"]) == 0
+    assert "keys (default.ini, no corridor.ini;" in capsys.readouterr().out
+
+
+# ---- shoal train --nproc: checked before torchrun; torchrun's outcome as shoal's status ------
+def test_nproc_with_a_bad_value_is_one_error_before_torchrun(tmp_path):
+    p = subprocess.run(shoal_cmd("train", "cartpole", "--nproc", "2", "--train.lerning-rate", "1"),
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 2
+    assert p.stderr.count("shoal train: error: unknown key 'lerning_rate'") == 1, p.stderr
+    assert "Traceback" not in p.stderr and "torch" not in p.stderr  # torchrun never started
+
+
+def test_torchrun_failures_become_shoal_exit_statuses(capsys):
+    pytest.importorskip("torch")
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    def failures(*codes):
+        return {rank: ProcessFailure(local_rank=rank, pid=100 + rank, exitcode=c, error_file="")
+                for rank, c in enumerate(codes)}
+
+    assert cli._torchrun_status(failures(2, 2)) == 2  # a bad argument, each rank said which
+    assert "rank 0 (pid 100) exited with status 2" in capsys.readouterr().err
+    assert cli._torchrun_status(failures(130, 130)) == 130  # Ctrl-C: the checkpoint saved
+    assert cli._torchrun_status(failures(143, 143)) == 143  # SIGTERM: the same
+    assert capsys.readouterr().err == ""
+    assert cli._torchrun_status(failures(-signal.SIGKILL)) == 128 + signal.SIGKILL
+    assert "rank 0 (pid 100) was killed by SIGKILL" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_an_nproc_run_with_status_130(tmp_path):
+    pytest.importorskip("torch")
+    cmd = shoal_cmd("train", "cartpole", "--nproc", "2", "--run-dir", str(tmp_path / "run"), *TINY,
+                    "--train.total-timesteps", "1e9", "--train.max-train-seconds", "0", "--train.target-return", "0")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, cwd=tmp_path)
+    lines = []
+    try:
+        for line in proc.stdout:  # both ranks training, then Ctrl-C (to the terminal's process group)
+            lines.append(line)
+            if sum(f"rank {r} of 2" in x for x in lines for r in (0, 1)) == 2:
+                break
+        assert proc.poll() is None, "".join(lines)
+        time.sleep(1.0)
+        os.killpg(proc.pid, signal.SIGINT)
+        out = "".join(lines) + proc.stdout.read()
+        assert proc.wait(timeout=90) == 130, out
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        proc.stdout.close()
+    assert "Traceback" not in out and "SignalException" not in out
+    assert (tmp_path / "run" / "checkpoint.pt").exists()
