@@ -445,12 +445,7 @@ class NativePool:
         """A reset starts the async protocol over: wait for the batches in
         flight and drop them, with those awaiting send()."""
         while self._in_flight:
-            batch = self._in_flight.popleft()
-            try:
-                self._finish(batch)
-            except BaseException:
-                self.close()
-                raise
+            self._finish_or_close(self._in_flight.popleft())
         self._with_user.clear()
 
     def async_reset(self, *, seed=None, options: dict | None = None) -> None:
@@ -574,6 +569,14 @@ class NativePool:
         """EnvPool's flag: True when batches are smaller than the pool (send/recv)."""
         return self.batch_size < self.num_envs
 
+    def _finish_or_close(self, batch: int) -> None:
+        """Wait for `batch`; any failure (a dead worker, Ctrl-C) closes the pool."""
+        try:
+            self._finish(batch)
+        except BaseException:
+            self.close()
+            raise
+
     def _start_or_close(self, batch: int, command: int) -> None:
         try:
             self._start(batch, command)
@@ -694,11 +697,7 @@ class NativePool:
         if not self._in_flight:
             raise RuntimeError("recv() with nothing in flight: call async_reset() or send() first")
         batch = self._in_flight.popleft()
-        try:
-            self._finish(batch)
-        except BaseException:
-            self.close()
-            raise
+        self._finish_or_close(batch)
         self._with_user.append(batch)
         rows = self._rows(batch)
         b = self._buffers

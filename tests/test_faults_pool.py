@@ -207,22 +207,52 @@ NATIVE_KINDS = {"serial": dict(backend="serial"), "workers": dict(num_workers=2)
                 "parent_share": dict(num_workers=2, parent_share=True)}
 
 
+def step_until_it_raises(step):
+    """A thread calling step() until it raises: (the thread, its errors)."""
+    errors = []
+
+    def loop():
+        try:
+            while True:
+                step()
+        except Exception as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    return thread, errors
+
+
+def close_from_a_handler_inside_step(step, close, victim) -> None:
+    """SIGUSR1 arrives while step() waits on the stopped worker `victim`;
+    its handler calls close() and raises Stop, which must come through."""
+    class Stop(Exception):
+        pass
+
+    def handler(signum, frame):
+        close()
+        raise Stop
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    os.kill(victim, signal.SIGSTOP)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
+    try:
+        timer.start()
+        with pytest.raises(Stop):
+            step()
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
+        if alive(victim):
+            os.kill(victim, signal.SIGCONT)
+
+
 @pytest.mark.parametrize("kind", NATIVE_KINDS)
 def test_close_from_another_thread_stops_the_call_in_progress(kind, no_leaks):
     """close() from another thread while a thread steps: the stepping
     thread gets PoolClosedError (never a crash on freed memory)."""
     pool = shoal.make("CartPole", 64, seed=0, **NATIVE_KINDS[kind])
-    errors = []
-
-    def step_forever():
-        try:
-            while True:
-                pool.step(np.zeros(64, np.int32))
-        except Exception as error:
-            errors.append(error)
-
-    stepper = threading.Thread(target=step_forever)
-    stepper.start()
+    stepper, errors = step_until_it_raises(lambda: pool.step(np.zeros(64, np.int32)))
     time.sleep(0.3)
     pool.close()
     stepper.join(timeout=10)
@@ -235,52 +265,35 @@ def test_close_from_another_thread_while_a_worker_is_stopped(no_leaks):
     stepping thread gets PoolClosedError) and kills the workers."""
     pool = Multiprocessing("cartpole", 8, num_workers=2, seed=0)
     victim = pool._workers.processes[1].pid
-    errors = []
-    stepper = threading.Thread(target=lambda: errors.append(
-        pytest.raises(PoolClosedError, pool.step, np.zeros(8, np.int32))))
     os.kill(victim, signal.SIGSTOP)
     try:
-        stepper.start()
+        stepper, errors = step_until_it_raises(lambda: pool.step(np.zeros(8, np.int32)))
         time.sleep(0.3)
         started = time.monotonic()
         pool.close()
         assert time.monotonic() - started < 8.0
         stepper.join(timeout=10)
-        assert not stepper.is_alive() and len(errors) == 1 and pool.closed
-        assert not alive(victim)
+        assert not stepper.is_alive() and pool.closed and not alive(victim)
+        assert len(errors) == 1 and isinstance(errors[0], PoolClosedError), errors
     finally:
         if alive(victim):
             os.kill(victim, signal.SIGCONT)
 
 
 def test_close_from_a_signal_handler_inside_a_call(no_leaks):
-    """A handler (here SIGUSR1's) that closes the pool while this thread is
-    inside step(): the call stops waiting, and the pool is closed as it
-    returns; the handler's own exception goes through as raised."""
+    """A handler that closes the pool while this thread is inside step():
+    the call stops waiting, and the pool is closed as it returns; the
+    handler's own exception goes through as raised."""
     pool = Multiprocessing("cartpole", 8, num_workers=2, seed=0)
     victim = pool._workers.processes[1].pid
+    seen_open = []
 
-    class Stop(Exception):
-        pass
-
-    def handler(signum, frame):
+    def close():
         pool.close()
-        assert not pool.closed   # not yet: the call in progress closes it
-        raise Stop
+        seen_open.append(not pool.closed)   # not yet: the call in progress closes it
 
-    previous = signal.signal(signal.SIGUSR1, handler)
-    os.kill(victim, signal.SIGSTOP)
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
-    try:
-        timer.start()
-        with pytest.raises(Stop):
-            pool.step(np.zeros(8, np.int32))
-        assert pool.closed and not alive(victim)
-    finally:
-        timer.cancel()
-        signal.signal(signal.SIGUSR1, previous)
-        if alive(victim):
-            os.kill(victim, signal.SIGCONT)
+    close_from_a_handler_inside_step(lambda: pool.step(np.zeros(8, np.int32)), close, victim)
+    assert seen_open == [True] and pool.closed and not alive(victim)
 
 
 def test_python_pool_close_from_another_thread_or_a_signal_handler(no_leaks):
@@ -291,24 +304,13 @@ def test_python_pool_close_from_another_thread_or_a_signal_handler(no_leaks):
     def make():
         envs = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 4, num_workers=2)
         envs.reset(seed=0)
-        return envs
+        return envs, envs._workers.processes[1].pid
 
     for stop_a_worker in (False, True):
-        envs = make()
-        victim = envs._workers.processes[1].pid
+        envs, victim = make()
         if stop_a_worker:
             os.kill(victim, signal.SIGSTOP)
-        errors = []
-
-        def step_forever():
-            try:
-                while True:
-                    envs.step(np.zeros(4, np.int64))
-            except Exception as error:
-                errors.append(error)
-
-        stepper = threading.Thread(target=step_forever)
-        stepper.start()
+        stepper, errors = step_until_it_raises(lambda: envs.step(np.zeros(4, np.int64)))
         time.sleep(0.3)
         envs.close()
         stepper.join(timeout=10)
@@ -317,29 +319,9 @@ def test_python_pool_close_from_another_thread_or_a_signal_handler(no_leaks):
         assert not stepper.is_alive() and envs.closed and not alive(victim)
         assert len(errors) == 1 and isinstance(errors[0], ClosedEnvironmentError), errors
 
-    envs = make()
-    victim = envs._workers.processes[1].pid
-
-    class Stop(Exception):
-        pass
-
-    def handler(signum, frame):
-        envs.close()
-        raise Stop
-
-    previous = signal.signal(signal.SIGUSR1, handler)
-    os.kill(victim, signal.SIGSTOP)
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
-    try:
-        timer.start()
-        with pytest.raises(Stop):
-            envs.step(np.zeros(4, np.int64))
-        assert envs.closed and not alive(victim)
-    finally:
-        timer.cancel()
-        signal.signal(signal.SIGUSR1, previous)
-        if alive(victim):
-            os.kill(victim, signal.SIGCONT)
+    envs, victim = make()
+    close_from_a_handler_inside_step(lambda: envs.step(np.zeros(4, np.int64)), envs.close, victim)
+    assert envs.closed and not alive(victim)
 
 
 # ---- 9. forked children cannot drive the parent's workers --------------------------------
