@@ -332,8 +332,9 @@ class NativePool:
 
     def _enter(self) -> None:
         """Start a call: this process made the pool, it is open and no other
-        thread is in a call (then take the lock; the caller releases it).
-        A pid comparison and a non-blocking acquire: nothing else per step."""
+        thread is in a call (then take the lock and note this thread, for
+        close(); _leave undoes both). A pid comparison, a non-blocking
+        acquire and a thread id: nothing else per step."""
         if self._pid != _this_pid:
             raise RuntimeError(f"this {type(self).__name__} pool belongs to process {self._pid}; a "
                                f"forked child (process {_this_pid}) cannot use it: create a pool "
