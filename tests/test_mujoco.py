@@ -340,6 +340,32 @@ except ImportError as e:
         in out.stdout
 
 
+GL_FAILS_TWICE = """
+import os, sys
+os.environ["MUJOCO_GL"] = "glfw"; os.environ.pop("DISPLAY", None)   # a headless machine's default
+import mujoco   # imported first: the env cannot pick EGL any more
+import gymnasium, numpy as np, shoal
+env = gymnasium.make("shoal/Hopper-v5", render_mode="rgb_array")
+env.reset(seed=0)
+for attempt in range(2):
+    try:
+        env.render()
+        print("rendered")
+    except RuntimeError as e:
+        print("clear error" if "MUJOCO_GL" in str(e) else f"other error: {e}")
+"""
+
+
+def test_a_failed_opengl_start_is_a_clear_error_every_time():
+    """With no OpenGL context to be had, every render raises the same clear
+    error: a second try must not reach GLFW, whose second failed start
+    aborts the process."""
+    done = subprocess.run([sys.executable, "-P", "-c", GL_FAILS_TWICE], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() in (["clear error", "clear error"], ["rendered", "rendered"]), done.stdout
+
+
 def test_rgb_array_rendering_or_a_clear_error():
     env = gymnasium.make("shoal/Hopper-v5", render_mode="rgb_array")
     env.reset(seed=0)

@@ -101,6 +101,12 @@ STATE_DTYPE = np.dtype([("rng", np.uint64), ("elapsed_steps", np.int32), ("pad",
                         ("info", np.float64, (10,)), ("final_info", np.float64, (10,))])
 
 
+# Why MuJoCo's renderer could not start in this process, once it failed:
+# later tries raise it again instead of calling into GLFW, whose second
+# failed initialisation aborts the process (libc++'s recursive-init guard).
+_GL_FAILURE: str | None = None
+
+
 class MujocoBinding:
     """Sizes and dtypes of one configured MuJoCo env, and its Block."""
 
@@ -185,13 +191,17 @@ class MujocoBinding:
             width, height = self.RENDER_SIZE
             model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
             model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+            global _GL_FAILURE
+            if _GL_FAILURE is not None:   # a second try would abort the process (GLFW's init)
+                raise RuntimeError(_GL_FAILURE)
             try:
                 renderer = mujoco.Renderer(model, height, width)
             except Exception as e:
-                raise RuntimeError(
+                _GL_FAILURE = (
                     f"MuJoCo's renderer could not create an OpenGL context ({type(e).__name__}: {e}). "
                     f"On a machine without a display set MUJOCO_GL=egl (or MUJOCO_GL=osmesa with "
-                    f"OSMesa installed) before importing mujoco") from e
+                    f"OSMesa installed) before importing mujoco")
+                raise RuntimeError(_GL_FAILURE) from e
             camera = mujoco.MjvCamera()
             mujoco.mjv_defaultFreeCamera(model, camera)
             if self.spec.name in LOCOMOTION:   # follow the walker, as gymnasium's cameras do
