@@ -36,7 +36,7 @@ def refused(capsys, args) -> str:
 
 
 def shoal_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "shoal", *args]
+    return [sys.executable, "-P", "-m", "shoal", *args]   # -P: the installed shoal, not the checkout's folder
 
 
 # ---- shoal play: Box actions --------------------------------------------------
