@@ -285,3 +285,28 @@ def copy_float_actions(const any_float[:, ::1] actions, float[:, ::1] out):
     with nogil:
         bad_row = copy_float_rows(&actions[0, 0], &out[0, 0], total, cols)
     return bad_row
+
+
+# ---- a pool's call lock, taken and noted in one step ---------------------------
+# Python runs signal handlers between bytecodes, never inside C code like
+# these: so a Ctrl-C or SIGTERM cannot fall between taking the lock and
+# noting who holds it (or between forgetting the holder and releasing). A
+# handler can still interrupt just outside them; the lock then stays held
+# with `_caller` naming this thread, which the pool recognises and heals.
+
+def enter_call(lock, pool, long ident, double timeout=0.0):
+    """Take `lock` (non-blocking, or waiting up to `timeout` s; < 0: no limit)
+    and set pool._caller = ident; False if the lock was not had."""
+    if not lock.acquire(timeout != 0.0, timeout if timeout > 0.0 else -1):
+        return False
+    pool._caller = ident
+    return True
+
+
+def leave_call(lock, pool, long ident):
+    """If pool._caller is `ident`: clear it and release `lock`. Returns
+    pool._close_pending (a close() asked for during the call)."""
+    if pool._caller == ident:
+        pool._caller = None
+        lock.release()
+    return pool._close_pending

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import multiprocessing as mp
 import os
+import sys
 import threading
 import time
 import traceback
@@ -332,30 +333,45 @@ class NativePool:
 
     def _enter(self) -> None:
         """Start a call: this process made the pool, it is open and no other
-        thread is in a call (then take the lock and note this thread, for
-        close(); _leave undoes both). A pid comparison, a non-blocking
-        acquire and a thread id: nothing else per step."""
+        thread is in a call. Takes the lock and notes this thread in one C
+        step (_native.enter_call), so no signal handler can run between the
+        two; _leave undoes both. A pid comparison and that C call per step."""
         if self._pid != _this_pid:
             raise RuntimeError(f"this {type(self).__name__} pool belongs to process {self._pid}; a "
                                f"forked child (process {_this_pid}) cannot use it: create a pool "
                                f"in each process")
-        if not self._lock.acquire(False):
+        me = _get_ident()
+        if not _native.enter_call(self._lock, self, me) and not self._heal_leaked_lock(me):
             if self.closed or self._closing:
                 self._check_open(closing=True)
             raise RuntimeError(f"this {type(self).__name__} pool is being used by another thread "
                                f"(a call is in progress): use one pool per thread, or a lock")
         if self.closed:   # checked with the lock held: close() may have run just before
-            self._lock.release()
+            _native.leave_call(self._lock, self, me)
             self._check_open()
-        self._caller = _get_ident()
 
     def _leave(self) -> None:
         """End a call (see _enter); a close() asked for during it runs now."""
-        self._caller = None
-        self._lock.release()
-        if self._close_pending:
+        if _native.leave_call(self._lock, self, _get_ident()):
             self._close_pending = False
             self.close()
+
+    def _heal_leaked_lock(self, me: int) -> bool:
+        """True if the lock is held for this thread by no call: a signal
+        (Ctrl-C, SIGTERM) interrupted a call just after it took the lock or
+        just before it let go. The lock then stays this thread's."""
+        return self._caller == me and not self._call_on_this_stack(above=4)   # above step() & co
+
+    def _call_on_this_stack(self, above: int = 2) -> bool:
+        """Whether this thread is inside one of this pool's calls: a frame
+        of this module running a method of this pool, `above` frames up
+        from here (2: from the caller of the method asking)."""
+        frame = sys._getframe(above)
+        while frame is not None:
+            if frame.f_code.co_filename == __file__ and frame.f_locals.get("self") is self:
+                return True
+            frame = frame.f_back
+        return False
 
     def __reduce__(self):
         raise TypeError(f"{type(self).__name__} pools cannot be pickled (they own worker processes "
@@ -736,16 +752,22 @@ class NativePool:
         if self._pid != _this_pid:   # (and the lock may be held by a thread not copied here)
             self.closed = True
             return
-        if not self._lock.acquire(False):
-            self._closing = True   # the call in progress stops at its next wait slice
-            if self._caller == _get_ident():   # ... and closes the pool as it returns
-                self._close_pending = True
-                return
-            self._lock.acquire()
+        me = _get_ident()
+        if self._caller == me and self._call_on_this_stack():
+            # a signal handler (or the call's own error path) inside this
+            # thread's call, or inside close() itself: the call in progress
+            # stops at its next wait slice and closes the pool as it returns
+            self._closing = self._close_pending = True
+            return
+        if self._caller != me and not _native.enter_call(self._lock, self, me):
+            self._closing = True   # another thread's call: it stops at its next wait slice
+            _native.enter_call(self._lock, self, me, -1.0)
+        # (self._caller == me with no call on the stack: a leaked lock, ours now)
         try:
             self._close()
         finally:
-            self._lock.release()
+            self._close_pending = False
+            _native.leave_call(self._lock, self, me)
 
     def _close(self) -> None:
         """close()'s work, with the lock held and no call in progress."""

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import pickle
+import sys
 import threading
 import time
 import traceback
@@ -651,7 +652,9 @@ class AsyncVectorEnv(VectorEnv):
         the workers' control block by address); _end_command after it, in a
         finally: see close_extras."""
         self._calls.acquire()
-        if self._closer not in (None, threading.get_ident()):
+        # Checked with the lock held: a close() may have run since the caller's
+        # _assert_is_running (a signal handler's, in this very thread, say).
+        if self._closer not in (None, threading.get_ident()) or getattr(self, "_workers", None) is None:
             self._calls.release()
             raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, after a "
                                          f"call to `close()`.")
@@ -662,14 +665,17 @@ class AsyncVectorEnv(VectorEnv):
             self._close_pending = False
             self._close_now()
 
-    def _finish(self, timeout: float | None, call: str) -> list | None:
+    def _finish(self, timeout: float | None, call: str, then: Callable | None = None):
         """Wait for the command in flight and collect its replies, one per
         worker (None: quiet); closes the pool on any failure (a dead worker,
-        an env's exception, Ctrl-C), raising the workers' exceptions."""
+        an env's exception, Ctrl-C), raising the workers' exceptions.
+        then(replies), if given, reads the results out of shared memory
+        while close() still cannot free it; its value is returned."""
         self._assert_is_running()
         self._begin_command()
         try:
-            return self._finish_command(timeout, call)
+            replies = self._finish_command(timeout, call)
+            return replies if then is None else then(replies)
         finally:
             self._end_command()
 
@@ -790,9 +796,10 @@ class AsyncVectorEnv(VectorEnv):
         if self._state != AsyncState.WAITING_RESET:
             raise NoAsyncCallError("Calling `reset_wait` without any prior call to `reset_async`.",
                                    AsyncState.WAITING_RESET.value)
-        replies = self._finish(timeout, "reset_wait")
-        infos = self._gather(replies)
-        return self._observations_out(), infos
+        def outputs(replies):
+            infos = self._gather(replies)
+            return self._observations_out(), infos
+        return self._finish(timeout, "reset_wait", then=outputs)
 
     def step(self, actions):
         """Step every env; (observations, rewards, terminations, truncations, infos)."""
@@ -826,11 +833,12 @@ class AsyncVectorEnv(VectorEnv):
         if self._state != AsyncState.WAITING_STEP:
             raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.",
                                    AsyncState.WAITING_STEP.value)
-        replies = self._finish(timeout, "step_wait")
-        infos = self._gather(replies)
-        m = self._memory
-        return (self._observations_out(), m.rewards.copy(), m.terminations.copy(),
-                m.truncations.copy(), infos)
+        def outputs(replies):
+            infos = self._gather(replies)
+            m = self._memory
+            return (self._observations_out(), m.rewards.copy(), m.terminations.copy(),
+                    m.truncations.copy(), infos)
+        return self._finish(timeout, "step_wait", then=outputs)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method `name` (or read attribute `name`) of every env."""
@@ -902,9 +910,12 @@ class AsyncVectorEnv(VectorEnv):
         ClosedEnvironmentError, and close waits for it. From a signal handler
         inside a command of this thread: the command stops waiting and the
         workers are killed as it ends."""
-        if self._calls._is_owned():   # a signal handler inside this thread's command
-            self._stop_waits = self._close_pending = True
-            return
+        if self._calls._is_owned():
+            if self._command_on_this_stack():   # a signal handler inside this thread's command
+                self._stop_waits = self._close_pending = True
+                return
+            while self._calls._is_owned():   # held by no command: a signal interrupted one
+                self._calls.release()        # just after it took the lock; let it go
         if not self._calls.acquire(False):
             self._stop_waits = True
             self._calls.acquire()
@@ -914,6 +925,16 @@ class AsyncVectorEnv(VectorEnv):
             self._close_extras(timeout, terminate)
         finally:
             self._calls.release()
+
+    def _command_on_this_stack(self) -> bool:
+        """Whether this thread is inside one of this env's commands: a frame
+        of this module running a method of this env, above close_extras."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_code.co_filename == __file__ and frame.f_locals.get("self") is self:
+                return True
+            frame = frame.f_back
+        return False
 
     def _close_extras(self, timeout: float | None, terminate: bool) -> None:
         if getattr(self, "_workers", None) is None:

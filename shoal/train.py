@@ -939,14 +939,17 @@ def load_checkpoint(path: str) -> dict:
     size = os.path.getsize(path)
     if size == 0:
         raise RunError(f"checkpoint {path} is empty (0 bytes): the save that wrote it did not finish")
-    if zipfile.is_zipfile(path):   # torch.save's format: its CRCs catch damage torch.load reads past
+    with open(path, "rb") as f:
+        zip_format = f.read(4) == b"PK\x03\x04"
+    if zip_format:   # torch.save's format: its CRCs catch damage torch.load reads past
         try:
             with zipfile.ZipFile(path) as archive:
                 damaged = archive.testzip()
-        except (zipfile.BadZipFile, OSError, EOFError) as e:
-            damaged = f"({e})"
+        except (zipfile.BadZipFile, OSError, EOFError):
+            damaged = None   # no readable archive (truncated, say): torch.load below says so
         if damaged is not None:
-            raise RunError(f"checkpoint {path} is corrupt ({size} bytes; {damaged} fails its CRC check)")
+            raise RunError(f"checkpoint {path} is truncated or corrupt ({size} bytes; {damaged} fails "
+                           f"its CRC check)")
     try:  # weights_only: a checkpoint holds tensors and plain values, and must not run code
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # zip, pickle and I/O errors, depending on where the damage is
@@ -1070,10 +1073,10 @@ class Logger:
         self.plain = self.live is None and not self.quiet
         if self.plain:
             if world_size > 1:
-                print(f"data-parallel over {world_size} ranks: steps, sps and episodes are summed over "
-                      f"all ranks; eval is rank 0's", flush=True)
-            print(f"{'time':>6} {'steps':>10} {'sps':>9} {'eps':>6} {'return':>9} {'length':>8} "
-                  f"{'eval':>8} {'v_loss':>8} {'entropy':>7}  env/copy/fwd/learn s", flush=True)
+                self._print(f"data-parallel over {world_size} ranks: steps, sps and episodes are summed "
+                            f"over all ranks; eval is rank 0's")
+            self._print(f"{'time':>6} {'steps':>10} {'sps':>9} {'eps':>6} {'return':>9} {'length':>8} "
+                        f"{'eval':>8} {'v_loss':>8} {'entropy':>7}  env/copy/fwd/learn s")
 
     def log(self, row: dict) -> None:
         row.setdefault("world_size", self.world_size)
@@ -1093,12 +1096,16 @@ class Logger:
 
     def _print_row(self, row: dict) -> None:
         f = lambda k, w, p: f"{row.get(k, float('nan')):>{w}.{p}f}"  # noqa: E731
+        self._print(f"{row['train_seconds']:>6.1f} {row['global_step']:>10d} {row['sps']:>9.0f} "
+                    f"{row['episodes']:>6d} {f('mean_return', 9, 2)} {f('mean_length', 8, 1)} "
+                    f"{f('eval_return', 8, 1)} {f('v_loss', 8, 4)} {f('entropy', 7, 3)}  "
+                    f"{row['t_env']:.1f}/{row['t_copy']:.1f}/{row['t_forward']:.1f}/{row['t_learn']:.1f}")
+
+    def _print(self, line: str) -> None:
+        if not self.plain:
+            return
         try:
-            print(f"{row['train_seconds']:>6.1f} {row['global_step']:>10d} {row['sps']:>9.0f} "
-                  f"{row['episodes']:>6d} {f('mean_return', 9, 2)} {f('mean_length', 8, 1)} "
-                  f"{f('eval_return', 8, 1)} {f('v_loss', 8, 4)} {f('entropy', 7, 3)}  "
-                  f"{row['t_env']:.1f}/{row['t_copy']:.1f}/{row['t_forward']:.1f}/{row['t_learn']:.1f}",
-                  flush=True)
+            print(line, flush=True)
         except BrokenPipeError:   # stdout's reader left (`shoal train ... | head`): train on, quietly
             self.plain = False
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -1239,6 +1246,9 @@ def lock_run_dir(run_dir: str):
         lock.close()
         raise RunError(f"run folder {run_dir} is in use by another shoal train (pid {holder or '?'}) "
                        f"still running: stop it first, or choose another --run-dir") from None
+    except OSError as e:   # a file system without locks (some network mounts): run unguarded
+        print(f"warning: cannot lock run folder {run_dir} ({e.strerror or e}); make sure no other "
+              f"run writes there", file=sys.stderr)
     lock.seek(0)
     lock.truncate()
     lock.write(str(os.getpid()))
@@ -1419,6 +1429,8 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     if progress["update"] == 0:
         num_updates = max(1, num_updates)
     end_step = progress["global_step"] + (num_updates - progress["update"]) * batch
+    if ckpt is not None and 0 < tc["max_train_seconds"] <= progress["train_seconds"]:
+        num_updates = progress["update"]   # the time is spent: no further update
     if ckpt is not None and dist.is_main and 0 < tc["max_train_seconds"] <= progress["train_seconds"]:
         print(f"resuming {resume}: [train] max_train_seconds = {tc['max_train_seconds']:g} counts the "
               f"whole run, which has trained {progress['train_seconds']:.1f} s: raise it to train on",
@@ -1541,22 +1553,26 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     finally:
         # The save first (a broken pool may fail to close), and whole: a second
         # Ctrl-C waits until it is done, then ends the run (no final evaluation).
-        with sigint_deferred() as signalled:
-            if clock is not None:  # the training time so far, however the loop ended
-                progress["train_seconds"] = train_seconds()
-            if dist.is_main:
-                save_final_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
-        if signalled and not summary["interrupted"]:
-            summary["interrupted"] = True
-            summary["signal"] = signal.SIGTERM if signal.SIGTERM in signalled else signal.SIGINT
+        saved = False
         try:
-            pool.close()
-        finally:
-            if not (finished and not summary["interrupted"]):   # else: after the final evaluation
-                if logger is not None:
-                    logger.close()
-                if run_lock is not None:
-                    run_lock.close()   # (also releases the folder's lock)
+            with sigint_deferred() as signalled:
+                if clock is not None:  # the training time so far, however the loop ended
+                    progress["train_seconds"] = train_seconds()
+                if dist.is_main:
+                    save_final_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
+            saved = True
+            if signalled and not summary["interrupted"]:
+                summary["interrupted"] = True
+                summary["signal"] = signal.SIGTERM if signal.SIGTERM in signalled else signal.SIGINT
+        finally:   # however the save went
+            try:
+                pool.close()
+            finally:
+                if not (finished and saved and not summary["interrupted"]):   # else: after the final eval
+                    if logger is not None:
+                        logger.close()
+                    if run_lock is not None:
+                        run_lock.close()   # (also releases the folder's lock)
 
     summary.update(progress)
     summary["timers"] = dict(timers.total)

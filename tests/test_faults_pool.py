@@ -516,3 +516,67 @@ def test_native_kill_and_stop_matrix(context, fault, no_leaks):
     if fault == "kill":
         assert "signal 9" in str(caught.value) or "killed" in str(caught.value)
     assert pool.closed
+
+
+SIGNAL_EDGES = textwrap.dedent("""
+    import os, signal, sys, threading
+    import gymnasium, numpy as np
+    from gymnasium.error import ClosedEnvironmentError
+    from shoal.pool import AsyncVectorEnv, Multiprocessing, Serial, _native
+    case = sys.argv[1]
+    if case == "close_inside_close":   # a handler's close() while close() runs
+        pool = Serial("CartPole", 4, seed=0)
+        signal.signal(signal.SIGUSR1, lambda s, f: pool.close())
+        free = pool._buffers.close
+        def free_with_a_signal():
+            os.kill(os.getpid(), signal.SIGUSR1)
+            free()
+        pool._buffers.close = free_with_a_signal
+        pool.close()
+        assert pool.closed
+    elif case == "leaked_lock":   # a signal just after a call took the lock: it stays this thread's
+        for heal in ("step", "close"):
+            pool = Multiprocessing("CartPole", 4, num_workers=2, seed=0)
+            assert _native.enter_call(pool._lock, pool, threading.get_ident())
+            if heal == "step":
+                pool.step(np.zeros(4, np.int32))
+                assert not pool._lock.locked()
+            pool.close()
+            assert pool.closed and not pool._lock.locked()
+    elif case == "python_close_before_the_command":   # a handler's close() just before a command
+        env = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
+        env.reset(seed=0)
+        check = env._assert_is_running
+        def check_then_a_handler_closes():
+            check()
+            env.close()
+        env._assert_is_running = check_then_a_handler_closes
+        try:
+            env.step(np.zeros(2, np.int64))
+            raise AssertionError("stepped a closed env")
+        except ClosedEnvironmentError:
+            pass
+    elif case == "python_leaked_lock":
+        env = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
+        env.reset(seed=0)
+        processes = list(env._workers.processes)
+        env._calls.acquire()   # as a signal just after a command took it
+        env.close()
+        assert env._workers is None
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("case", ["close_inside_close", "leaked_lock", "python_close_before_the_command",
+                                  "python_leaked_lock"])
+def test_signal_edges_of_the_call_lock(case, tmp_path):
+    """Where a signal handler can land around a pool's call lock: a close()
+    inside close() returns; a lock left held by an interrupted call is
+    taken back by the next step() or close(); a Python-pool close() just
+    before a command makes it raise ClosedEnvironmentError, not touch freed
+    memory. In a child process: a hang or a crash must fail, not stop, the suite."""
+    script = tmp_path / "edges.py"
+    script.write_text(SIGNAL_EDGES)
+    done = subprocess.run([sys.executable, "-P", str(script), case], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])

@@ -526,3 +526,23 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
     progress = train.load_checkpoint(str(folder / "checkpoint.pt"))["progress"]
     assert progress["update"] >= 2 and progress["global_step"] == BATCH * progress["update"]
     assert no_temp_files(folder)
+
+
+def test_resume_with_max_train_seconds_spent_trains_nothing_more(run32, tmp_path, capsys):
+    out = tmp_path / "resumed"
+    summary = train.train(tiny("--train.total-timesteps", "1024", "--train.max-train-seconds", "1e-6"),
+                          resume=run32["checkpoint"], run_dir=str(out))
+    assert summary["global_step"] == 256 and summary["update"] == 2
+    assert "counts the whole run" in capsys.readouterr().err
+
+
+def test_no_file_locks_is_a_warning_not_a_failure(tmp_path, monkeypatch, capsys):
+    import fcntl
+
+    def no_locks(*args):
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    summary = train.train(tiny(), run_dir=str(tmp_path / "r"))
+    assert summary["global_step"] == 256
+    assert "warning: cannot lock run folder" in capsys.readouterr().err
