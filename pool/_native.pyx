@@ -287,26 +287,36 @@ def copy_float_actions(const any_float[:, ::1] actions, float[:, ::1] out):
     return bad_row
 
 
-# ---- a pool's call lock, taken and noted in one step ---------------------------
-# Python runs signal handlers between bytecodes, never inside C code like
-# these: so a Ctrl-C or SIGTERM cannot fall between taking the lock and
-# noting who holds it (or between forgetting the holder and releasing). A
-# handler can still interrupt just outside them; the lock then stays held
-# with `_caller` naming this thread, which the pool recognises and heals.
-
-def enter_call(lock, pool, long ident, double timeout=0.0):
-    """Take `lock` (non-blocking, or waiting up to `timeout` s; < 0: no limit)
-    and set pool._caller = ident; False if the lock was not had."""
-    if not lock.acquire(timeout != 0.0, timeout if timeout > 0.0 else -1):
-        return False
-    pool._caller = ident
-    return True
+# ---- a pool's call lock ----------------------------------------------------------
+cdef extern from "pythread.h":
+    unsigned long PyThread_get_thread_ident()
 
 
-def leave_call(lock, pool, long ident):
-    """If pool._caller is `ident`: clear it and release `lock`. Returns
-    pool._close_pending (a close() asked for during the call)."""
-    if pool._caller == ident:
-        pool._caller = None
-        lock.release()
-    return pool._close_pending
+cdef class CallLock:
+    """Which thread is in a pool's call (owner; 0: none). Taken and dropped
+    in C with the GIL held: no other thread runs meanwhile, and Python runs
+    signal handlers only between bytecodes, never inside these methods, so
+    a Ctrl-C or SIGTERM cannot split taking the lock from noting its owner.
+    A handler can still interrupt just outside them: the lock then stays
+    held by this thread with no call running, which the pool recognises
+    (mine() and no call of its on the stack) and takes back. Cheaper than a
+    threading.Lock, whose methods go through Python attribute lookups."""
+    cdef public unsigned long owner
+
+    def enter(self):
+        """Take the lock for this thread if it is free; True if taken."""
+        if self.owner != 0:
+            return False
+        self.owner = PyThread_get_thread_ident()
+        return True
+
+    def leave(self):
+        """Release the lock if this thread holds it; True if released."""
+        if self.owner != PyThread_get_thread_ident():
+            return False
+        self.owner = 0
+        return True
+
+    def mine(self):
+        """Whether this thread holds the lock."""
+        return self.owner == PyThread_get_thread_ident()

@@ -95,7 +95,6 @@ class PoolClosedError(ClosedEnvironmentError, RuntimeError):
 # This process's pid, kept current across os.fork() so that the per-call
 # "created in this process?" check is a comparison, not a syscall.
 _this_pid = os.getpid()
-_get_ident = threading.get_ident
 
 
 def _after_fork_in_child() -> None:
@@ -182,8 +181,7 @@ class NativePool:
                  env_kwargs: dict | None = None):
         self.closed = True  # until construction succeeds
         self._pid = os.getpid()
-        self._lock = threading.Lock()  # held by the call in progress (see _enter)
-        self._caller = None            # ... and the thread making it
+        self._calls = _native.CallLock()   # held by the thread in a call (see _enter)
         self._closing = False          # close() from another thread waits for that call
         self._close_pending = False    # close() from inside it (a signal handler): on return
         if isinstance(env, str):
@@ -333,34 +331,33 @@ class NativePool:
 
     def _enter(self) -> None:
         """Start a call: this process made the pool, it is open and no other
-        thread is in a call. Takes the lock and notes this thread in one C
-        step (_native.enter_call), so no signal handler can run between the
-        two; _leave undoes both. A pid comparison and that C call per step."""
+        thread is in a call: takes the call lock (a C step: _native.CallLock);
+        _leave releases it. A pid comparison and that C call per step."""
         if self._pid != _this_pid:
             raise RuntimeError(f"this {type(self).__name__} pool belongs to process {self._pid}; a "
                                f"forked child (process {_this_pid}) cannot use it: create a pool "
                                f"in each process")
-        me = _get_ident()
-        if not _native.enter_call(self._lock, self, me) and not self._heal_leaked_lock(me):
+        if not self._calls.enter() and not self._heal_leaked_lock():
             if self.closed or self._closing:
                 self._check_open(closing=True)
             raise RuntimeError(f"this {type(self).__name__} pool is being used by another thread "
                                f"(a call is in progress): use one pool per thread, or a lock")
-        if self.closed:   # checked with the lock held: close() may have run just before
-            _native.leave_call(self._lock, self, me)
-            self._check_open()
+        if self.closed or self._closing:   # with the lock held: a close() may have run just
+            self._leave()                  # before, or waits for it (then it goes first), or
+            self._check_open(closing=True)   # was asked for by a handler just now (_leave runs it)
 
     def _leave(self) -> None:
         """End a call (see _enter); a close() asked for during it runs now."""
-        if _native.leave_call(self._lock, self, _get_ident()):
+        self._calls.leave()
+        if self._close_pending:
             self._close_pending = False
             self.close()
 
-    def _heal_leaked_lock(self, me: int) -> bool:
+    def _heal_leaked_lock(self) -> bool:
         """True if the lock is held for this thread by no call: a signal
         (Ctrl-C, SIGTERM) interrupted a call just after it took the lock or
         just before it let go. The lock then stays this thread's."""
-        return self._caller == me and not self._call_on_this_stack(above=4)   # above step() & co
+        return self._calls.mine() and not self._call_on_this_stack(above=4)   # above step() & co
 
     def _call_on_this_stack(self, above: int = 2) -> bool:
         """Whether this thread is inside one of this pool's calls: a frame
@@ -752,22 +749,22 @@ class NativePool:
         if self._pid != _this_pid:   # (and the lock may be held by a thread not copied here)
             self.closed = True
             return
-        me = _get_ident()
-        if self._caller == me and self._call_on_this_stack():
+        if self._calls.mine() and self._call_on_this_stack():
             # a signal handler (or the call's own error path) inside this
             # thread's call, or inside close() itself: the call in progress
             # stops at its next wait slice and closes the pool as it returns
             self._closing = self._close_pending = True
             return
-        if self._caller != me and not _native.enter_call(self._lock, self, me):
+        if not self._calls.mine() and not self._calls.enter():
             self._closing = True   # another thread's call: it stops at its next wait slice
-            _native.enter_call(self._lock, self, me, -1.0)
-        # (self._caller == me with no call on the stack: a leaked lock, ours now)
+            while not self._calls.enter():
+                time.sleep(0.001)
+        # (mine() with no call on the stack: a lock left by an interrupted call, ours now)
         try:
             self._close()
         finally:
             self._close_pending = False
-            _native.leave_call(self._lock, self, me)
+            self._calls.leave()
 
     def _close(self) -> None:
         """close()'s work, with the lock held and no call in progress."""

@@ -522,7 +522,7 @@ SIGNAL_EDGES = textwrap.dedent("""
     import os, signal, sys, threading
     import gymnasium, numpy as np
     from gymnasium.error import ClosedEnvironmentError
-    from shoal.pool import AsyncVectorEnv, Multiprocessing, Serial, _native
+    from shoal.pool import AsyncVectorEnv, Multiprocessing, Serial
     case = sys.argv[1]
     if case == "close_inside_close":   # a handler's close() while close() runs
         pool = Serial("CartPole", 4, seed=0)
@@ -537,12 +537,12 @@ SIGNAL_EDGES = textwrap.dedent("""
     elif case == "leaked_lock":   # a signal just after a call took the lock: it stays this thread's
         for heal in ("step", "close"):
             pool = Multiprocessing("CartPole", 4, num_workers=2, seed=0)
-            assert _native.enter_call(pool._lock, pool, threading.get_ident())
+            assert pool._calls.enter()
             if heal == "step":
                 pool.step(np.zeros(4, np.int32))
-                assert not pool._lock.locked()
+                assert pool._calls.owner == 0
             pool.close()
-            assert pool.closed and not pool._lock.locked()
+            assert pool.closed and pool._calls.owner == 0
     elif case == "python_close_before_the_command":   # a handler's close() just before a command
         env = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
         env.reset(seed=0)
