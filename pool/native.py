@@ -34,7 +34,6 @@ import functools
 import multiprocessing as mp
 import os
 import sys
-import threading
 import time
 import traceback
 import weakref
@@ -60,7 +59,8 @@ from shoal.pool.contract import (
 )
 from shoal.pool.layout import Buffers
 from shoal.pool.workers import WAIT_SLICE_S as _WAIT_SLICE_S
-from shoal.pool.workers import ParentWatch, WorkerError, Workers, start_method, start_worker
+from shoal.pool.workers import (ParentWatch, WorkerError, Workers, in_a_method_of, start_method,
+                                start_worker)
 
 # The parent's wait (Multiprocessing): after a step longer than LONG_STEP_S it
 # yields its core for only LONG_STEP_YIELD_S before sleeping on a futex.
@@ -363,12 +363,7 @@ class NativePool:
         """Whether this thread is inside one of this pool's calls: a frame
         of this module running a method of this pool, `above` frames up
         from here (2: from the caller of the method asking)."""
-        frame = sys._getframe(above)
-        while frame is not None:
-            if frame.f_code.co_filename == __file__ and frame.f_locals.get("self") is self:
-                return True
-            frame = frame.f_back
-        return False
+        return in_a_method_of(self, __file__, sys._getframe(above))
 
     def __reduce__(self):
         raise TypeError(f"{type(self).__name__} pools cannot be pickled (they own worker processes "

@@ -82,7 +82,7 @@ from shoal.pool.spaces import (
     row_writer,
 )
 from shoal.pool.workers import WAIT_SLICE_S as _WAIT_SLICE_S
-from shoal.pool.workers import ParentWatch, Workers, start_method, start_worker
+from shoal.pool.workers import ParentWatch, Workers, in_a_method_of, start_method, start_worker
 
 # What a worker's control block says about its last command.
 STATUS_QUIET = 0   # results are in shared memory, nothing on the pipe
@@ -425,7 +425,7 @@ class AsyncVectorEnv(VectorEnv):
                  autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
                  max_concurrency: int | None = None, *, num_workers: int | None = None):
         self.closed = True  # until construction succeeds: close() is then a no-op
-        # Held by a command's start or wait (_command), so that close() cannot
+        # Held by a command's start or wait (_begin_command), so that close() cannot
         # free the control block under it; reentrant for close()'s own wait.
         self._calls = threading.RLock()
         self._stop_waits = False   # close() asks the wait in progress to stop
@@ -929,12 +929,7 @@ class AsyncVectorEnv(VectorEnv):
     def _command_on_this_stack(self) -> bool:
         """Whether this thread is inside one of this env's commands: a frame
         of this module running a method of this env, above close_extras."""
-        frame = sys._getframe(2)
-        while frame is not None:
-            if frame.f_code.co_filename == __file__ and frame.f_locals.get("self") is self:
-                return True
-            frame = frame.f_back
-        return False
+        return in_a_method_of(self, __file__, sys._getframe(2))
 
     def _close_extras(self, timeout: float | None, terminate: bool) -> None:
         if getattr(self, "_workers", None) is None:
