@@ -1428,13 +1428,13 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     num_updates = progress["update"] + math.ceil(steps_left / batch)
     if progress["update"] == 0:
         num_updates = max(1, num_updates)
-    end_step = progress["global_step"] + (num_updates - progress["update"]) * batch
     if ckpt is not None and 0 < tc["max_train_seconds"] <= progress["train_seconds"]:
         num_updates = progress["update"]   # the time is spent: no further update
-    if ckpt is not None and dist.is_main and 0 < tc["max_train_seconds"] <= progress["train_seconds"]:
-        print(f"resuming {resume}: [train] max_train_seconds = {tc['max_train_seconds']:g} counts the "
-              f"whole run, which has trained {progress['train_seconds']:.1f} s: raise it to train on",
-              file=sys.stderr)
+        if dist.is_main:
+            print(f"resuming {resume}: [train] max_train_seconds = {tc['max_train_seconds']:g} counts "
+                  f"the whole run, which has trained {progress['train_seconds']:.1f} s: raise it to "
+                  f"train on", file=sys.stderr)
+    end_step = progress["global_step"] + (num_updates - progress["update"]) * batch
     eval_seed, final_eval_seed = eval_seeds(tc)
     summary = {"run_dir": run_dir, "checkpoint": ckpt_path, "interrupted": False}
     finished = False   # the loop ran to its end (no signal, no error)
