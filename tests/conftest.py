@@ -144,3 +144,19 @@ def no_leaks(request):
     if getattr(request.node, "shoal_call_failed", False):
         before = LeakSnapshot(open_fds(), memfd_mappings(), before.children, before.shm)
     assert_no_leaks(before)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _children_temp_files_in_pytest_tmp(tmp_path_factory):
+    """Processes the tests start (torchrun, which keeps a torchelastic_* log
+    folder, and children killed on purpose, which cannot remove their
+    multiprocessing pymp-* folder) make their temp files under pytest's own
+    temp folder, which pytest prunes, instead of piling them up in /tmp."""
+    folder = tmp_path_factory.mktemp("children_tmp")
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    yield
+    if saved is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved
