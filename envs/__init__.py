@@ -84,6 +84,10 @@ class EnvSpec:
     version: int = 0                 # the gymnasium id's version: shoal/<name>-v<version>
     env_kwargs: dict = field(default_factory=dict)
     configurator: object = None      # f(spec, **kwargs) -> spec; None: the env takes no kwargs
+    # True where an agent that terminates while its env goes on is replaced
+    # at once in the same row (Snake's respawn): its terminal ends that
+    # agent's episode, not the row's part in the env (see pettingzoo_env).
+    agents_respawn: bool = False
 
     @property
     def continuous_action(self) -> bool:

@@ -3,7 +3,17 @@
 Agents are named "agent_0" .. "agent_{A-1}", one per row of the C env. An
 agent is live after reset or a step while its row's mask is true and it has
 not terminated or truncated; it then leaves `agents` until the next reset,
-as pettingzoo's parallel API requires. Underneath is a Serial pool of one env
+as pettingzoo's parallel API requires.
+
+Envs whose agents respawn (spec.agents_respawn: Snake) are the exception: a
+snake that dies is replaced at once in its row and plays on, so its agent
+stays in `agents` with terminated False, and infos[agent]["respawned"] is
+True on that step (reward -1, and the obs is already the new snake's: the
+end of that snake's episode, where a learner stops bootstrapping). Removing
+the agent instead would leave its snake in the world, moving on actions no
+one sends. Such agents leave only when the env's episode ends.
+
+Underneath is a Serial pool of one env
 with autoreset disabled, so it runs the same C code as every pool and obeys
 the seed rule: reset(seed=s) here is env i of a pool reset with seed s - i.
 """
@@ -46,6 +56,7 @@ class ShoalParallelEnv(ParallelEnv):
         self._action_space = spec.single_action_space
         self._actions = np.zeros(self._pool.action_space.shape, dtype=self._pool.buffers.actions.dtype)
         self._continuous = spec.continuous_action
+        self._respawn = spec.agents_respawn
         # Library-backed envs (single-agent) report gymnasium's info, as SingleEnv.
         self._info_of = getattr(spec.load_binding(), "info", None)
 
@@ -62,7 +73,11 @@ class ShoalParallelEnv(ParallelEnv):
         obs, info = self._pool.reset(seed=seed)
         masks = self._pool.masks
         self.agents = [a for a in self.possible_agents if masks[self._index[a]]]
-        return {a: obs[self._index[a]].copy() for a in self.agents}, self._infos(info, self.agents)
+        infos = self._infos(info, self.agents)
+        if self._respawn:
+            for agent_info in infos.values():
+                agent_info["respawned"] = False
+        return {a: obs[self._index[a]].copy() for a in self.agents}, infos
 
     @staticmethod
     def _infos(env_info: dict, agents: list) -> dict:
@@ -94,10 +109,16 @@ class ShoalParallelEnv(ParallelEnv):
         terminated = {a: bool(terminals[self._index[a]]) for a in acted}
         truncated = {a: bool(truncations[self._index[a]]) for a in acted}
         masks = self._pool.masks
+        infos = self._infos({} if self._info_of is None else self._info_of(self._pool.env_states), acted)
+        if self._respawn:
+            for a in acted:
+                # a death before the env's end: the row's new agent plays on
+                respawned = terminated[a] and not truncated[a] and bool(masks[self._index[a]])
+                infos[a]["respawned"] = respawned
+                terminated[a] = terminated[a] and not respawned
         self.agents = [a for a in acted
                        if masks[self._index[a]] and not (terminated[a] or truncated[a])]
-        env_info = {} if self._info_of is None else self._info_of(self._pool.env_states)
-        return observations, reward, terminated, truncated, self._infos(env_info, acted)
+        return observations, reward, terminated, truncated, infos
 
     def render(self):
         """An RGB frame ("rgb_array") or a text view ("ansi"); None without a render_mode."""

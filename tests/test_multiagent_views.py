@@ -51,6 +51,42 @@ def test_parallel_env_passes_pettingzoo_tests(env):
     parallel_seed_test(lambda: ShoalParallelEnv(env), num_cycles=100)
 
 
+def test_respawning_agents_stay_in_the_parallel_env_and_report_their_deaths():
+    """Snake's dead snakes respawn at once in their rows: the pettingzoo
+    view keeps their agents (a removed agent's snake would stay in the
+    world, moving on actions no one sends), reports each death as
+    infos[agent]["respawned"] with reward -1, and equals the pool row for
+    row; agents leave only at the env's time limit."""
+    assert shoal.envs.spec("Snake").agents_respawn and not shoal.envs.spec("Drive").agents_respawn
+    penv = ShoalParallelEnv("Snake")
+    pool = Serial("Snake", 1, autoreset_mode="disabled")
+    try:
+        obs, infos = penv.reset(seed=3)
+        pool_obs, _ = pool.reset(seed=3)
+        assert penv.agents == penv.possible_agents
+        assert all(info == {"respawned": False} for info in infos.values())
+        rng = np.random.default_rng(0)
+        deaths = steps = 0
+        while penv.agents:
+            assert penv.agents == penv.possible_agents   # no one leaves before the time limit
+            actions = rng.integers(0, 4, len(penv.agents))
+            obs, rewards, terms, truncs, infos = penv.step(dict(zip(penv.agents, actions.tolist())))
+            pool_obs, pool_rew, pool_term, pool_trunc, _ = pool.step(actions.astype(np.int32))
+            steps += 1
+            for k, agent in enumerate(penv.possible_agents):
+                np.testing.assert_array_equal(obs[agent], pool_obs[k])
+                assert rewards[agent] == pool_rew[k] and truncs[agent] == pool_trunc[k]
+                assert infos[agent]["respawned"] == (pool_term[k] and not pool_trunc[k])
+                assert not terms[agent] or truncs[agent]
+                deaths += infos[agent]["respawned"]
+                if infos[agent]["respawned"]:
+                    assert rewards[agent] == -1.0
+        assert steps == pool.spec.max_episode_steps and deaths > 0
+    finally:
+        penv.close()
+        pool.close()
+
+
 def test_parallel_env_over_box_actions_takes_env_keywords_and_reports_info():
     """A MuJoCo env as a one-agent ParallelEnv: float actions reach the
     physics as they are (they were once cast to int, i.e. zeros), env

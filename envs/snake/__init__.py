@@ -6,4 +6,5 @@ Obs: the 11 x 11 window round the head, row-major, north up, of codes 0 empty
 from shoal.envs import header_spec
 
 # render_fps: a playable speed for a human watching (gymnasium's HumanRendering, RecordVideo).
-SPEC = header_spec("Snake", __name__, metadata={"render_fps": 15})
+# agents_respawn: a dead snake respawns at once in its row (snake.h).
+SPEC = header_spec("Snake", __name__, metadata={"render_fps": 15}, agents_respawn=True)
