@@ -6,7 +6,9 @@
 #ifndef SHOAL_BLOCK_H
 #define SHOAL_BLOCK_H
 
-enum { SHOAL_CMD_STEP = 1, SHOAL_CMD_RESET = 2, SHOAL_CMD_CLOSE = 3 };
+/* STEP_SELECTED: step only the envs whose step_selected entry is nonzero
+ * (EnvPool's step of some env ids); 4 is the Python workers' MESSAGE. */
+enum { SHOAL_CMD_STEP = 1, SHOAL_CMD_RESET = 2, SHOAL_CMD_CLOSE = 3, SHOAL_CMD_STEP_SELECTED = 5 };
 
 typedef struct {
     void (*run)(void* ctx, int command);

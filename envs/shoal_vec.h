@@ -160,6 +160,23 @@ static void SHOAL_V(vec_step)(SHOAL_ENV_T* envs, shoal_episode* eps, int64_t n,
                            final_obs ? final_obs + i * A * O : 0, mode);
     }
 }
+
+/* vec_step for the envs i with selected[i] != 0 only: the others keep their
+ * state, episode bookkeeping and rows as they are. */
+static void SHOAL_V(vec_step_selected)(SHOAL_ENV_T* envs, shoal_episode* eps, int64_t n,
+                                       const uint8_t* selected, const SHOAL_ACT_T* act,
+                                       SHOAL_OBS_T* obs, float* rew, uint8_t* term,
+                                       uint8_t* trunc, uint8_t* mask, SHOAL_OBS_T* final_obs,
+                                       int mode) {
+    if (n <= 0) return;
+    const int64_t A = SHOAL_V(agents), O = SHOAL_VEC_OBS_SIZE(envs), C = SHOAL_VEC_ACT_SIZE(envs);
+    for (int64_t i = 0; i < n; i++) {
+        if (!selected[i]) continue;
+        SHOAL_V(slot_step)(&envs[i], &eps[i], act + i * A * C, obs + i * A * O,
+                           rew + i * A, term + i * A, trunc + i * A, mask + i * A,
+                           final_obs ? final_obs + i * A * O : 0, mode);
+    }
+}
 #endif
 
 #undef SHOAL_VEC_OBS_SIZE

@@ -45,6 +45,7 @@ cdef extern from *:
     static long long shoal_binding_act_nvec(int k) { return (long long)SHOAL_BINDING_(act_nvec)[k]; }
     #define shoal_binding_vec_reset SHOAL_BINDING_(vec_reset)
     #define shoal_binding_vec_step SHOAL_BINDING_(vec_step)
+    #define shoal_binding_vec_step_selected SHOAL_BINDING_(vec_step_selected)
     """
     enum:
         AGENTS "shoal_binding_agents"
@@ -64,6 +65,9 @@ cdef extern from *:
     void vec_step "shoal_binding_vec_step"(env_t* envs, shoal_episode* eps, int64_t n,
         const act_t* act, obs_t* obs, float* rew, uint8_t* term, uint8_t* trunc,
         uint8_t* mask, obs_t* final_obs, int mode) noexcept nogil
+    void vec_step_selected "shoal_binding_vec_step_selected"(env_t* envs, shoal_episode* eps,
+        int64_t n, const uint8_t* selected, const act_t* act, obs_t* obs, float* rew,
+        uint8_t* term, uint8_t* trunc, uint8_t* mask, obs_t* final_obs, int mode) noexcept nogil
 
 cdef extern from "shoal_block.h":
     ctypedef struct shoal_block_ops:
@@ -72,6 +76,7 @@ cdef extern from "shoal_block.h":
     enum:
         SHOAL_CMD_STEP
         SHOAL_CMD_RESET
+        SHOAL_CMD_STEP_SELECTED
 
 ENV_BYTES = sizeof(env_t)
 AGENTS_PER_ENV = AGENTS
@@ -123,6 +128,7 @@ cdef struct BlockView:
     env_t* envs
     shoal_episode* episodes
     const uint8_t* requests
+    const uint8_t* selected
     const uint64_t* seeds
     const act_t* actions
     obs_t* obs
@@ -143,6 +149,9 @@ cdef void _run_block(void* ctx, int command) noexcept nogil:
     elif command == SHOAL_CMD_RESET:
         vec_reset(b.envs, b.episodes, b.count, b.requests, b.seeds, b.obs,
                   b.rewards, b.terminals, b.truncations, b.masks)
+    elif command == SHOAL_CMD_STEP_SELECTED:
+        vec_step_selected(b.envs, b.episodes, b.count, b.selected, b.actions, b.obs, b.rewards,
+                          b.terminals, b.truncations, b.masks, b.final_obs, b.mode)
 
 
 cdef class Block:
@@ -174,6 +183,7 @@ cdef class Block:
         self.view.envs = (<env_t*>_address(buffers.env_states, np.uint8, n * sizeof(env_t))) + start
         self.view.episodes = (<shoal_episode*>_address(buffers.episodes, buffers.episodes.dtype, n)) + start
         self.view.requests = (<uint8_t*>_address(buffers.reset_requests, np.uint8, n)) + start
+        self.view.selected = (<uint8_t*>_address(buffers.step_selected, np.uint8, n)) + start
         self.view.seeds = (<uint64_t*>_address(buffers.seeds, np.uint64, n)) + start
         self.view.actions = (<act_t*>_address(buffers.actions, ACT_DTYPE, rows * ACT_SIZE)) + row0 * ACT_SIZE
         self.view.obs = (<obs_t*>_address(buffers.obs, OBS_DTYPE, rows * OBS_SIZE)) + row0 * OBS_SIZE
@@ -196,6 +206,11 @@ cdef class Block:
         """Reset the envs whose reset_requests entry is RESET or RESEED."""
         with nogil:
             _run_block(&self.view, SHOAL_CMD_RESET)
+
+    def step_selected(self):
+        """Step the envs whose step_selected entry is nonzero; the others stay as they are."""
+        with nogil:
+            _run_block(&self.view, SHOAL_CMD_STEP_SELECTED)
 
     def run_steps(self, act_t[:, ::1] action_table, Py_ssize_t steps, Py_ssize_t first_row=0):
         """The plain C loop, for benchmarks: `steps` steps of the block in one

@@ -14,6 +14,7 @@ cdef extern from "shoal_sync.h" nogil:
         SHOAL_CMD_STEP
         SHOAL_CMD_RESET
         SHOAL_CMD_CLOSE
+        SHOAL_CMD_STEP_SELECTED
     void shoal_send(shoal_ctrl* ctrl, int first, int count, uint32_t command)
     int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns, int64_t yield_ns)
     enum: SHOAL_YIELD_NS
@@ -55,6 +56,7 @@ CMD_STEP = SHOAL_CMD_STEP
 CMD_RESET = SHOAL_CMD_RESET
 CMD_CLOSE = SHOAL_CMD_CLOSE
 CMD_MESSAGE = 4  # Python workers only: read the next message from the pipe
+CMD_STEP_SELECTED = SHOAL_CMD_STEP_SELECTED   # step the envs whose step_selected entry is set
 CTRL_BYTES = 128
 
 

@@ -208,10 +208,11 @@ class NativeVectorEnv(VectorEnv):
         self._autoresets[slice(None) if reset_mask is None else reset_mask] = False
         self._reset_done = True
         infos = self._mask_info()
-        if pool_info:
+        env_info = self._gym_keys_of(pool_info)   # the envs' own (not the pool's "env_id")
+        if env_info:
             # Sync gathers the reset info of the envs it reset
             reset = np.ones(self.num_envs, dtype=np.bool_) if reset_mask is None else reset_mask
-            infos.update(self._masked(pool_info, reset))
+            infos.update(self._masked(env_info, reset))
         return (obs.copy() if self.copy else obs), infos
 
     def _per_pool_env(self, seed, reset_mask):

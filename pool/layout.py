@@ -124,6 +124,7 @@ class Buffers:
     env_states      raw C structs, one per env (the env's whole state)
     episodes        episode bookkeeping per env (EPISODE_DTYPE)
     reset_requests  per env: KEEP, RESET or RESEED, read by the reset command
+    step_selected   per env: nonzero for the envs the STEP_SELECTED command steps
     seeds           per env: the seed used by RESEED
     actions         per row, written by the pool before a step
     obs, rewards, terminals, truncations, masks
@@ -148,6 +149,7 @@ class Buffers:
             Field("env_states", np.dtype(np.uint8), (num_envs * binding.ENV_BYTES,)),
             Field("episodes", EPISODE_DTYPE, (num_envs,)),
             Field("reset_requests", np.dtype(np.uint8), (num_envs,)),
+            Field("step_selected", np.dtype(np.uint8), (num_envs,)),
             Field("seeds", np.dtype(np.uint64), (num_envs,)),
             Field("actions", binding.ACT_DTYPE, act_shape),
             Field("obs", np.dtype(spec.obs_dtype), (rows, *spec.obs_shape)),

@@ -107,6 +107,19 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 _NO_INFO: dict = {}   # header envs' step info (never handed out itself: _step_info copies it)
 
 
+def _select_info(info: dict, ids: np.ndarray, rows: np.ndarray) -> dict:
+    """A step's info for envs `ids` (rows `rows`) alone, copied: final_obs /
+    _final_obs are per row, the envs' own keys per env; env_id is `ids`."""
+    selected = {}
+    for key, values in info.items():
+        if key == "final_info":
+            selected[key] = {k: v[ids] for k, v in values.items()}
+        else:
+            selected[key] = values[rows if key in ("final_obs", "_final_obs") else ids]
+    selected["env_id"] = ids
+    return selected
+
+
 def available_cores() -> int:
     """Cores this process may run on (honours affinity masks and containers)."""
     try:
@@ -222,7 +235,8 @@ class NativePool:
         # info["env_id"] of each batch, built once (read-only: shared by every recv)
         self._env_ids = [np.arange(b * self.batch_size, (b + 1) * self.batch_size)
                          for b in range(len(self._plan))]
-        for ids in self._env_ids:
+        self._all_env_ids = np.arange(num_envs)   # info["env_id"] of reset() and step()
+        for ids in (*self._env_ids, self._all_env_ids):
             ids.flags.writeable = False
         self._final_mask = np.zeros(self.num_rows, dtype=np.bool_)
         self._in_flight: deque[int] = deque()   # batches sent, in recv order
@@ -394,10 +408,11 @@ class NativePool:
 
         Returns:
             (obs, info): obs is a view of the shared buffer, (num_rows,
-            *obs_shape), overwritten by the next call; info is {} for
-            header envs, and for library-backed envs gymnasium's reset-info
-            keys, one value per env (Atari: "lives", "episode_frame_number",
-            "frame_number"; MuJoCo: the positions, e.g. "x_position").
+            *obs_shape), overwritten by the next call; info["env_id"] is
+            range(num_envs) (read-only), as EnvPool's; library-backed envs
+            add gymnasium's reset-info keys, one value per env (Atari:
+            "lives", "episode_frame_number", "frame_number"; MuJoCo: the
+            positions, e.g. "x_position").
 
         Raises:
             ValueError / TypeError: a bad seed or reset_mask (nothing is reset).
@@ -448,7 +463,9 @@ class NativePool:
         """Every env's reset info (see reset): a new dict of views."""
         views, _ = self._env_info(slice(0, self.num_rows))
         reset_keys = self._info_views["reset_keys"]
-        return {key: values for key, values in views.items() if key in reset_keys}
+        info = {key: values for key, values in views.items() if key in reset_keys}
+        info["env_id"] = self._all_env_ids
+        return info
 
     def _drop_async_batches(self) -> None:
         """A reset starts the async protocol over: wait for the batches in
@@ -476,9 +493,11 @@ class NativePool:
             self._start_or_close(batch, _native.CMD_RESET)
 
     # ---- stepping -----------------------------------------------------------------
-    def _write_actions(self, actions, rows: slice) -> None:
-        """Validate actions for `rows` and copy them into the action buffer."""
-        target = self._buffers.actions[rows]
+    def _write_actions(self, actions, rows: slice, target: np.ndarray | None = None) -> None:
+        """Validate actions for `rows` and copy them into the action buffer
+        (or into `target`, an array of those rows' shape)."""
+        if target is None:
+            target = self._buffers.actions[rows]
         a = np.asarray(actions)
         if not a.dtype.isnative:   # big-endian data: the copy loops read native order
             a = a.astype(a.dtype.newbyteorder("="))
@@ -517,8 +536,10 @@ class NativePool:
 
         Returns:
             (obs, rewards, terminals, truncations, info), views of the shared
-            buffers overwritten by the next call. In SAME_STEP mode info holds
-            "final_obs", valid in the rows where info["_final_obs"].
+            buffers overwritten by the next call. info["env_id"] is
+            range(num_envs) (read-only), as recv()'s and EnvPool's. In
+            SAME_STEP mode info holds "final_obs", valid in the rows where
+            info["_final_obs"].
             Library-backed envs add gymnasium's step-info keys, one value
             per env (Atari: "lives", "episode_frame_number",
             "frame_number"; MuJoCo: its reward terms and positions): after
@@ -536,9 +557,11 @@ class NativePool:
                 answer within `timeout` (the pool is then closed).
 
         env_id (EnvPool's step(action, env_id)): with async batches out,
-        send(actions, env_id) then recv(); otherwise it must list every env
-        in order (a sync pool steps them all together), and info gets
-        "env_id".
+        send(actions, env_id) then recv(). Otherwise the envs listed step
+        (actions: their rows, in env_id's order) and the others keep their
+        state and rows; the result holds their rows only, copied, in
+        env_id's order, with info["env_id"] = env_id (as EnvPool's; what
+        Tianshou's collector does to collect a number of episodes).
         """
         if env_id is not None:
             return self._step_env_ids(actions, env_id)
@@ -551,7 +574,9 @@ class NativePool:
             self._write_actions(actions, all_rows)
             self._run_all(_native.CMD_STEP)
             b = self._buffers
-            return b.obs, b.rewards, b.terminals, b.truncations, self._step_info(all_rows)
+            info = self._step_info(all_rows)
+            info["env_id"] = self._all_env_ids
+            return b.obs, b.rewards, b.terminals, b.truncations, info
         finally:
             self._leave()
 
@@ -560,14 +585,26 @@ class NativePool:
             self.send(actions, env_id)
             return self.recv()
         ids = self._env_id_array(env_id)
-        if not np.array_equal(ids, np.arange(self.num_envs)):
-            raise ValueError(f"step(actions, env_id): this pool steps all {self.num_envs} envs "
-                             f"together, so env_id must be range({self.num_envs}); for EnvPool-style "
-                             f"batches of ready envs, make the pool with batch_size and use "
-                             f"async_reset() / recv() / send()")
-        *out, info = self.step(actions)
-        info["env_id"] = ids
-        return (*out, info)
+        if np.array_equal(ids, self._all_env_ids):
+            return self.step(actions)
+        self._enter()
+        try:
+            if self._in_flight:
+                raise RuntimeError("step() while async batches are out: use send()/recv(), or "
+                                   "reset() to drop them")
+            b = self._buffers
+            rows = (ids[:, None] * self.agents + np.arange(self.agents)).reshape(-1)
+            given = np.empty((len(rows), *b.actions.shape[1:]), b.actions.dtype)
+            self._write_actions(actions, slice(0, len(rows)), target=given)
+            b.actions[rows] = given
+            b.step_selected[:] = 0
+            b.step_selected[ids] = 1
+            self._run_all(_native.CMD_STEP_SELECTED)
+            info = self._step_info(slice(0, self.num_rows))
+            return b.obs[rows], b.rewards[rows], b.terminals[rows], b.truncations[rows], \
+                _select_info(info, ids, rows)
+        finally:
+            self._leave()
 
     def __len__(self) -> int:
         """num_envs, as len() of an EnvPool env."""
@@ -794,8 +831,11 @@ class Serial(NativePool):
         self._blocks = [[binding.Block(self._buffers, start, stop, mode, keep_final)
                          for start, stop in batch] for batch in self._plan]
 
+    _BLOCK_METHODS = {_native.CMD_STEP: "step", _native.CMD_RESET: "reset",
+                      _native.CMD_STEP_SELECTED: "step_selected"}
+
     def _start(self, batch: int, command: int) -> None:
-        run = "step" if command == _native.CMD_STEP else "reset"
+        run = self._BLOCK_METHODS[command]
         for block in self._blocks[batch]:
             getattr(block, run)()
 

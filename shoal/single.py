@@ -89,9 +89,10 @@ class SingleEnv(gymnasium.Env):
 def one_env_info(info: dict) -> dict:
     """A one-env pool's per-env info arrays -> that env's scalars, as
     gymnasium's envs give them: Python ints for Atari's counters (ale-py's),
-    numpy float64 for MuJoCo's values (gymnasium's MuJoCo envs')."""
+    numpy float64 for MuJoCo's values (gymnasium's MuJoCo envs'). The pool's
+    own "env_id" is not the env's."""
     return {key: values[0] if values.dtype.kind == "f" else values[0].item()
-            for key, values in info.items()}
+            for key, values in info.items() if key != "env_id"}
 
 
 def rebuild(cls, env_name: str, render_mode, env_kwargs: dict):

@@ -221,12 +221,13 @@ def test_reset_drops_async_batches(backend, no_leaks):
 def test_envpool_style_surface(no_leaks):
     """What EnvPool clients call: len(), is_async, reset(env_id=) (a partial
     reset returning those envs' rows), step(actions, env_id) and
-    send(actions, env_id=)."""
+    send(actions, env_id=); info["env_id"] from every call, as EnvPool's
+    (Tianshou's collector turns the info dict into one dict per env)."""
     with shoal.make("Snake", 3, backend="serial", seed=0) as pool, \
             shoal.make("Snake", 3, backend="serial", seed=0) as reference:
         assert len(pool) == 3 and not pool.is_async
         actions = np.ones(pool.num_rows, np.int64)
-        pool.step(actions)
+        np.testing.assert_array_equal(pool.step(actions)[4]["env_id"], np.arange(3))
         reference.step(actions)
         obs, info = pool.reset(seed=5, env_id=[2, 0])
         ref_obs, _ = reference.reset(seed=5, options={"reset_mask": np.array([True, False, True])})
@@ -237,10 +238,15 @@ def test_envpool_style_surface(no_leaks):
         for ours, theirs in zip(out[:4], ref[:4]):
             np.testing.assert_array_equal(ours, theirs)
         np.testing.assert_array_equal(out[4]["env_id"], np.arange(3))
-        with pytest.raises(ValueError, match="batch_size"):
-            pool.step(actions[:8], [1])
+        with pytest.raises(ValueError, match=r"shape \(8,\)"):
+            pool.step(actions, [1])   # the actions of env 1's 8 rows
         with pytest.raises(ValueError, match="env_id must be distinct"):
             pool.reset(env_id=[0, 0])
+        with pytest.raises(ValueError, match="env_id must be distinct"):
+            pool.step(actions[:16], [3, 0])
+        np.testing.assert_array_equal(pool.reset()[1]["env_id"], np.arange(3))
+        with pytest.raises(ValueError):   # read-only: shared by every call
+            pool.reset()[1]["env_id"][0] = 5
     with shoal.make("CartPole", 4, backend="serial", seed=0, batch_size=2) as pool:
         assert pool.is_async
         pool.async_reset()
@@ -248,6 +254,56 @@ def test_envpool_style_surface(no_leaks):
         np.testing.assert_array_equal(pool.step(np.zeros(2, np.int64), ids)[4]["env_id"], [2, 3])
         pool.send(np.zeros(2, np.int64), env_id=[2, 3])
         np.testing.assert_array_equal(pool.recv()[4]["env_id"], [0, 1])
+
+
+@pytest.mark.parametrize("name, mode", [("CartPole", "next_step"), ("Snake", "same_step"),
+                                        ("Hopper", "same_step")])
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+def test_step_of_some_env_ids_steps_those_envs_alone(name, mode, backend, no_leaks):
+    """step(actions, env_id) with some envs (EnvPool's sync step of ready
+    envs; Tianshou collecting n episodes): those envs step as they would
+    alone (env i as a one-env pool seeded s + i), through episode ends and
+    autoresets; the others do not move; rows come back in env_id's order."""
+    if shoal.env_spec(name).kind == "worker":
+        pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    num_envs, seed = 4, 7
+    with shoal.make(name, num_envs, backend=backend, num_workers=2, autoreset_mode=mode) as pool:
+        alone = [shoal.make(name, 1, backend="serial", autoreset_mode=mode) for _ in range(num_envs)]
+        try:
+            obs, _ = pool.reset(seed=seed)
+            last = [ref.reset(seed=seed + i)[0].copy() for i, ref in enumerate(alone)]
+            rng = np.random.default_rng(0)
+            agents = pool.spec.agents
+            ended = 0
+            for t in range(300):
+                ids = rng.permutation(num_envs)[:rng.integers(1, num_envs)]   # never all of them
+                actions = np.stack([ref.action_space.sample() for i in ids for ref in [alone[i]]])
+                actions = actions.reshape(len(ids) * agents, *pool.action_space.shape[1:])
+                obs, rew, term, trunc, info = pool.step(actions, ids)
+                np.testing.assert_array_equal(info["env_id"], ids)
+                for k, i in enumerate(ids):
+                    rows = slice(k * agents, (k + 1) * agents)
+                    ref_obs, ref_rew, ref_term, ref_trunc, ref_info = alone[i].step(actions[rows])
+                    where = f"step {t}, env {i}"
+                    np.testing.assert_array_equal(obs[rows], ref_obs, err_msg=where)
+                    np.testing.assert_array_equal(rew[rows], ref_rew, err_msg=where)
+                    np.testing.assert_array_equal(term[rows], ref_term, err_msg=where)
+                    np.testing.assert_array_equal(trunc[rows], ref_trunc, err_msg=where)
+                    if mode == "same_step":
+                        np.testing.assert_array_equal(info["_final_obs"][rows], ref_info["_final_obs"])
+                        done = ref_info["_final_obs"]
+                        np.testing.assert_array_equal(info["final_obs"][rows][done],
+                                                      ref_info["final_obs"][done], err_msg=where)
+                    for key in set(ref_info) - {"env_id", "final_obs", "_final_obs", "final_info"}:
+                        assert info[key][k] == ref_info[key][0], (key, where)
+                    last[i] = ref_obs.copy()
+                    ended += bool((ref_term | ref_trunc).any())
+                for i in set(range(num_envs)) - set(ids.tolist()):   # unmoved
+                    np.testing.assert_array_equal(pool.obs[i * agents:(i + 1) * agents], last[i])
+            assert ended > 0, "the run should cross episode ends"
+        finally:
+            for ref in alone:
+                ref.close()
 
 
 @pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
@@ -367,7 +423,6 @@ def test_dropped_pool_leaks_nothing(no_leaks):
 @pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
 def test_parent_share_equals_serial_in_every_autoreset_mode(mode, no_leaks):
     n, steps = 12, 300
-    actions = action_table(n, steps)
     with Serial("Snake", n, autoreset_mode=mode) as serial, \
             Multiprocessing("Snake", n, num_workers=3, parent_share=True, autoreset_mode=mode) as pool:
         serial.reset(seed=5), pool.reset(seed=5)

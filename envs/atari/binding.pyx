@@ -139,6 +139,10 @@ cdef extern from *:
     void atari_vec_step(atari_env* envs, shoal_episode* eps, int64_t n, const int32_t* act,
                         uint8_t* obs, float* rew, uint8_t* term, uint8_t* trunc, uint8_t* mask,
                         uint8_t* final_obs, int mode) noexcept nogil
+    void atari_vec_step_selected(atari_env* envs, shoal_episode* eps, int64_t n,
+                                 const uint8_t* selected, const int32_t* act, uint8_t* obs,
+                                 float* rew, uint8_t* term, uint8_t* trunc, uint8_t* mask,
+                                 uint8_t* final_obs, int mode) noexcept nogil
 
 cdef extern from "shoal_block.h":
     ctypedef struct shoal_block_ops:
@@ -147,6 +151,7 @@ cdef extern from "shoal_block.h":
     enum:
         SHOAL_CMD_STEP
         SHOAL_CMD_RESET
+        SHOAL_CMD_STEP_SELECTED
 
 # Mirrors `atari_state`: one env's slot of env_states.
 INFO_DTYPE = np.dtype([("lives", np.int32), ("episode_frame_number", np.int32),
@@ -562,6 +567,7 @@ cdef struct BlockView:
     atari_env* envs
     shoal_episode* episodes
     const uint8_t* requests
+    const uint8_t* selected
     const uint64_t* seeds
     const int32_t* actions
     uint8_t* obs
@@ -584,6 +590,9 @@ cdef void _run_block(void* ctx, int command) noexcept nogil:
     elif command == SHOAL_CMD_RESET:
         atari_vec_reset(b.envs, b.episodes, b.count, b.requests, b.seeds, b.obs,
                         b.rewards, b.terminals, b.truncations, b.masks)
+    elif command == SHOAL_CMD_STEP_SELECTED:
+        atari_vec_step_selected(b.envs, b.episodes, b.count, b.selected, b.actions, b.obs,
+                                b.rewards, b.terminals, b.truncations, b.masks, b.final_obs, b.mode)
 
 
 cdef void _exit_worker(BlockView* b) noexcept with gil:
@@ -651,6 +660,7 @@ cdef class Block:
         self.view.block = <void*>self
         self.view.episodes = (<shoal_episode*>_address(buffers.episodes, buffers.episodes.dtype, n)) + start
         self.view.requests = (<uint8_t*>_address(buffers.reset_requests, np.uint8, n)) + start
+        self.view.selected = (<uint8_t*>_address(buffers.step_selected, np.uint8, n)) + start
         self.view.seeds = (<uint64_t*>_address(buffers.seeds, np.uint64, n)) + start
         self.view.actions = (<int32_t*>_address(buffers.actions, np.int32, n)) + start
         self.view.obs = (<uint8_t*>_address(buffers.obs, np.uint8, n * obs_size)) + start * obs_size
@@ -698,6 +708,12 @@ cdef class Block:
         """Reset the envs whose reset_requests entry is RESET or RESEED."""
         with nogil:
             _run_block(&self.view, SHOAL_CMD_RESET)
+        self._raise_if_failed()
+
+    def step_selected(self):
+        """Step the envs whose step_selected entry is nonzero; the others stay as they are."""
+        with nogil:
+            _run_block(&self.view, SHOAL_CMD_STEP_SELECTED)
         self._raise_if_failed()
 
     @cython.boundscheck(False)

@@ -36,7 +36,7 @@ def _load_library():
     lib.shoal_mj_obs_size.argtypes = [ctypes.c_int, _P, _P]
     lib.shoal_mj_block_new.restype = _P
     lib.shoal_mj_block_new.argtypes = [ctypes.c_int, _P, _P, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                       ctypes.c_int64] + [_P] * 11 + [ctypes.c_int, ctypes.c_char_p,
+                                       ctypes.c_int64] + [_P] * 12 + [ctypes.c_int, ctypes.c_char_p,
                                                                       ctypes.c_int]
     lib.shoal_mj_block_free.argtypes = [_P]
     lib.shoal_mj_block_run.argtypes = [_P, ctypes.c_int]
@@ -248,6 +248,7 @@ class Block:
             _row_address(buffers.env_states, np.uint8, start * binding.ENV_BYTES, n * binding.ENV_BYTES),
             _row_address(buffers.episodes, buffers.episodes.dtype, start, n),
             _row_address(buffers.reset_requests, np.uint8, start, n),
+            _row_address(buffers.step_selected, np.uint8, start, n),
             _row_address(buffers.seeds, np.uint64, start, n),
             _row_address(buffers.actions, np.float32, start * act, n * act),
             _row_address(buffers.obs, np.float64, start * obs, n * obs),
@@ -278,6 +279,10 @@ class Block:
     def reset(self):
         """Reset the envs whose reset_requests entry is RESET or RESEED."""
         self._lib.shoal_mj_block_run(self._block, 2)   # SHOAL_CMD_RESET
+
+    def step_selected(self):
+        """Step the envs whose step_selected entry is nonzero; the others stay as they are."""
+        self._lib.shoal_mj_block_run(self._block, 5)   # SHOAL_CMD_STEP_SELECTED
 
     def run_steps(self, action_table: np.ndarray, steps: int, first_row: int = 0) -> None:
         """The plain C loop, for benchmarks: `steps` steps of the block in one

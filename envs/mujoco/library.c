@@ -94,6 +94,7 @@ typedef struct {
     int64_t count;
     shoal_episode* episodes;
     const uint8_t* requests;
+    const uint8_t* selected;      /* STEP_SELECTED: which envs step */
     const uint64_t* seeds;
     const float* actions;
     double* obs;
@@ -112,6 +113,10 @@ static void block_run(void* ctx, int command) {
     else if (command == SHOAL_CMD_RESET)
         mujoco_vec_reset(b->envs, b->episodes, b->count, b->requests, b->seeds, b->obs,
                          b->rewards, b->terminals, b->truncations, b->masks);
+    else if (command == SHOAL_CMD_STEP_SELECTED)
+        mujoco_vec_step_selected(b->envs, b->episodes, b->count, b->selected, b->actions, b->obs,
+                                 b->rewards, b->terminals, b->truncations, b->masks,
+                                 b->final_obs, b->mode);
 }
 
 void shoal_mj_block_free(shoal_mj_block* b) {
@@ -130,7 +135,8 @@ void shoal_mj_block_free(shoal_mj_block* b) {
 shoal_mj_block* shoal_mj_block_new(
         int kind, const mjModel* m, const double* cfg, int num_cfg,
         int frame_skip, int max_steps, int64_t count,
-        void* states, void* episodes, const uint8_t* requests, const uint64_t* seeds,
+        void* states, void* episodes, const uint8_t* requests, const uint8_t* selected,
+        const uint64_t* seeds,
         const float* actions, double* obs, double* final_obs, float* rewards,
         uint8_t* terminals, uint8_t* truncations, uint8_t* masks, int mode,
         char* error, int error_size) {
@@ -173,6 +179,7 @@ shoal_mj_block* shoal_mj_block_new(
     b->count = count;
     b->episodes = (shoal_episode*)episodes;
     b->requests = requests;
+    b->selected = selected;
     b->seeds = seeds;
     b->actions = actions;
     b->obs = obs;
