@@ -12,8 +12,10 @@ from gymnasium.vector import AutoresetMode
 from shoal.pool.native import (
     Multiprocessing,
     NativePool,
+    PoolClosedError,
     Serial,
     WorkerError,
+    WorkerTimeoutError,
     available_cores,
 )
 from shoal.pool.gym_vector import NativeVectorEnv
@@ -21,4 +23,5 @@ from shoal.pool.pettingzoo_pool import ParallelEnvPool
 from shoal.pool.python_pool import AsyncVectorEnv
 
 __all__ = ["AsyncVectorEnv", "AutoresetMode", "Multiprocessing", "NativePool", "NativeVectorEnv",
-           "ParallelEnvPool", "Serial", "WorkerError", "available_cores"]
+           "ParallelEnvPool", "PoolClosedError", "Serial", "WorkerError", "WorkerTimeoutError",
+           "available_cores"]
