@@ -64,10 +64,16 @@ class ShoalParallelEnv(ParallelEnv):
         return rebuild, (type(self), *self._args)
 
     def observation_space(self, agent):
+        self._check_agent(agent)
         return self._observation_space  # one object for every agent and call
 
     def action_space(self, agent):
+        self._check_agent(agent)
         return self._action_space
+
+    def _check_agent(self, agent) -> None:
+        if agent not in self._index:
+            raise KeyError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         obs, info = self._pool.reset(seed=seed)

@@ -59,6 +59,8 @@ def test_respawning_agents_stay_in_the_parallel_env_and_report_their_deaths():
     row; agents leave only at the env's time limit."""
     assert shoal.envs.spec("Snake").agents_respawn and not shoal.envs.spec("Drive").agents_respawn
     penv = ShoalParallelEnv("Snake")
+    with pytest.raises(KeyError, match="unknown agent 'agent_8'"):
+        penv.observation_space("agent_8")
     pool = Serial("Snake", 1, autoreset_mode="disabled")
     try:
         obs, infos = penv.reset(seed=3)
