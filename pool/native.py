@@ -107,6 +107,11 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 _NO_INFO: dict = {}   # header envs' step info (never handed out itself: _step_info copies it)
 
 
+# A command, run in this process: the Block method that does it.
+BLOCK_METHODS = {_native.CMD_STEP: "step", _native.CMD_RESET: "reset",
+                 _native.CMD_STEP_SELECTED: "step_selected"}
+
+
 def _select_info(info: dict, ids: np.ndarray, rows: np.ndarray) -> dict:
     """A step's info for envs `ids` (rows `rows`) alone, copied: final_obs /
     _final_obs are per row, the envs' own keys per env; env_id is `ids`."""
@@ -831,11 +836,8 @@ class Serial(NativePool):
         self._blocks = [[binding.Block(self._buffers, start, stop, mode, keep_final)
                          for start, stop in batch] for batch in self._plan]
 
-    _BLOCK_METHODS = {_native.CMD_STEP: "step", _native.CMD_RESET: "reset",
-                      _native.CMD_STEP_SELECTED: "step_selected"}
-
     def _start(self, batch: int, command: int) -> None:
-        run = self._BLOCK_METHODS[command]
+        run = BLOCK_METHODS[command]
         for block in self._blocks[batch]:
             getattr(block, run)()
 
@@ -971,10 +973,7 @@ class Multiprocessing(NativePool):
         first, count = self._batch_workers[batch]
         if self._local_command is not None:   # the parent's share, while the workers run theirs
             command, self._local_command = self._local_command, None
-            if command == _native.CMD_STEP:
-                self._local.step()
-            else:
-                self._local.reset()
+            getattr(self._local, BLOCK_METHODS[command])()
         started = time.perf_counter()
         try:
             self._wait(first, count)

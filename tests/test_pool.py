@@ -258,7 +258,7 @@ def test_envpool_style_surface(no_leaks):
 
 @pytest.mark.parametrize("name, mode", [("CartPole", "next_step"), ("Snake", "same_step"),
                                         ("Hopper", "same_step")])
-@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing", "parent_share"])
 def test_step_of_some_env_ids_steps_those_envs_alone(name, mode, backend, no_leaks):
     """step(actions, env_id) with some envs (EnvPool's sync step of ready
     envs; Tianshou collecting n episodes): those envs step as they would
@@ -267,7 +267,11 @@ def test_step_of_some_env_ids_steps_those_envs_alone(name, mode, backend, no_lea
     if shoal.env_spec(name).kind == "worker":
         pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
     num_envs, seed = 4, 7
-    with shoal.make(name, num_envs, backend=backend, num_workers=2, autoreset_mode=mode) as pool:
+    if backend == "parent_share":   # this process steps one block itself
+        pool = Multiprocessing(name, num_envs, num_workers=2, parent_share=True, autoreset_mode=mode)
+    else:
+        pool = shoal.make(name, num_envs, backend=backend, num_workers=2, autoreset_mode=mode)
+    with pool:
         alone = [shoal.make(name, 1, backend="serial", autoreset_mode=mode) for _ in range(num_envs)]
         try:
             obs, _ = pool.reset(seed=seed)
