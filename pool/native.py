@@ -399,7 +399,7 @@ class NativePool:
             self._drop_async_batches()
         fill_reset_requests(seed, b.reset_requests, b.seeds)
 
-    def reset(self, *, seed=None, options: dict | None = None, env_id=None):
+    def reset(self, env_id=None, *, seed=None, options: dict | None = None):
         """Reset envs and return the first observations of every row.
 
         Args:
@@ -407,9 +407,10 @@ class NativePool:
                 seed s + i; a sequence gives one seed (or None) per env.
             options: {"reset_mask": bool array (num_envs,)} resets only those
                 envs; the others keep their state and obs rows.
-            env_id: EnvPool's partial reset: resets only these envs (as a
-                reset_mask would) and returns only their rows (a copy, in
-                env_id's order), with info["env_id"].
+            env_id: EnvPool's partial reset (its one positional argument,
+                as there): resets only these envs (as a reset_mask would)
+                and returns only their rows (a copy, in env_id's order),
+                with info["env_id"].
 
         Returns:
             (obs, info): obs is a view of the shared buffer, (num_rows,
@@ -445,6 +446,11 @@ class NativePool:
     def _env_id_array(self, env_id) -> np.ndarray:
         """EnvPool's env_id argument as an int array of distinct env indices."""
         ids = np.asarray(env_id)
+        if ids.ndim == 0 and ids.dtype.kind in "iu":
+            raise ValueError(f"env_id={env_id!r}: env_id is a sequence of env indices (EnvPool's); "
+                             f"for a seed, pass seed={env_id!r} by name")
+        if ids.size == 0:
+            ids = ids.astype(np.int64)   # [] is float64 to numpy
         if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(np.unique(ids)) != len(ids) \
                 or (len(ids) and (ids.min() < 0 or ids.max() >= self.num_envs)):
             raise ValueError(f"env_id must be distinct env indices in [0, {self.num_envs}), got {env_id!r}")
@@ -600,6 +606,12 @@ class NativePool:
             b = self._buffers
             rows = (ids[:, None] * self.agents + np.arange(self.agents)).reshape(-1)
             given = np.empty((len(rows), *b.actions.shape[1:]), b.actions.dtype)
+            if len(ids) == 0:   # nothing to step: the actions must still be none
+                if np.shape(actions)[:1] != (0,):
+                    raise ValueError(f"env_id is empty, so actions must have no rows, got shape "
+                                     f"{np.shape(actions)}")
+                return (b.obs[rows], b.rewards[rows], b.terminals[rows], b.truncations[rows],
+                        {"env_id": ids})
             self._write_actions(actions, slice(0, len(rows)), target=given)
             b.actions[rows] = given
             b.step_selected[:] = 0

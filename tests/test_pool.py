@@ -3,6 +3,7 @@ import os
 import signal
 import time
 
+import gymnasium
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
@@ -247,6 +248,16 @@ def test_envpool_style_surface(no_leaks):
         np.testing.assert_array_equal(pool.reset()[1]["env_id"], np.arange(3))
         with pytest.raises(ValueError):   # read-only: shared by every call
             pool.reset()[1]["env_id"][0] = 5
+        # EnvPool's reset(env_id) is positional (Tianshou's VectorEnvNormObs calls it so)
+        np.testing.assert_array_equal(pool.reset(np.array([1]))[1]["env_id"], [1])
+        with pytest.raises(ValueError, match="pass seed=42 by name"):
+            pool.reset(42)
+        # no env at all: nothing steps, empty rows
+        obs, rew, _, _, info = pool.step(np.zeros(0, np.int64), [])
+        assert obs.shape == (0, *pool.single_observation_space.shape) and rew.shape == (0,)
+        assert info["env_id"].tolist() == []
+        with pytest.raises(ValueError, match="must have no rows"):
+            pool.step(actions[:8], [])
     with shoal.make("CartPole", 4, backend="serial", seed=0, batch_size=2) as pool:
         assert pool.is_async
         pool.async_reset()
@@ -254,6 +265,26 @@ def test_envpool_style_surface(no_leaks):
         np.testing.assert_array_equal(pool.step(np.zeros(2, np.int64), ids)[4]["env_id"], [2, 3])
         pool.send(np.zeros(2, np.int64), env_id=[2, 3])
         np.testing.assert_array_equal(pool.recv()[4]["env_id"], [0, 1])
+
+
+def test_envpool_compat_gives_one_envs_spaces_and_the_pools_calls(no_leaks):
+    """EnvPoolCompat: EnvPool's spaces (one env's), so that code sampling
+    them per env (Tianshou's random warm-up) gets independent actions of
+    the right shape; everything else is the pool's."""
+    from shoal.envpool_compat import EnvPoolCompat
+    with EnvPoolCompat(shoal.make("CartPole", 4, backend="serial", seed=0)) as envs, \
+            shoal.make("CartPole", 4, backend="serial", seed=0) as reference:
+        assert envs.action_space == gymnasium.spaces.Discrete(2) == reference.single_action_space
+        assert envs.observation_space == reference.single_observation_space
+        assert len(envs) == 4 and not envs.is_async and envs.num_envs == 4
+        envs.action_space.seed(0)
+        samples = [envs.action_space.sample() for _ in range(64)]
+        assert 0 < sum(samples) < 64   # not one action repeated (the batch space's indexing does that)
+        actions = np.array(samples[:4])
+        for ours, theirs in zip(envs.step(actions)[:4], reference.step(actions)[:4]):
+            np.testing.assert_array_equal(ours, theirs)
+        np.testing.assert_array_equal(envs.reset(np.array([2]))[0], reference.reset(env_id=[2])[0])
+    assert envs.pool.closed
 
 
 @pytest.mark.parametrize("name, mode", [("CartPole", "next_step"), ("Snake", "same_step"),
