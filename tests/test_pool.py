@@ -285,6 +285,8 @@ def test_envpool_compat_gives_one_envs_spaces_and_the_pools_calls(no_leaks):
             np.testing.assert_array_equal(ours, theirs)
         np.testing.assert_array_equal(envs.reset(np.array([2]))[0], reference.reset(env_id=[2])[0])
     assert envs.pool.closed
+    with pytest.raises(TypeError, match="EnvPoolCompat"):   # EnvPool's env_type names the way
+        shoal.make("CartPole", 2, env_type="gymnasium")
 
 
 @pytest.mark.parametrize("name, mode", [("CartPole", "next_step"), ("Snake", "same_step"),
