@@ -77,9 +77,19 @@ def _gif_path_problem(path: str) -> str | None:
     return None
 
 
-def _env_arg(args: list[str]) -> str | None:
-    """The first positional argument (the env), if any."""
-    return next((a for a in args if not a.startswith("-")), None)
+def _env_index(args: list[str]) -> int | None:
+    """Where the env is in `shoal train`'s arguments: the first that is
+    neither an option nor an option's value (every option but -h / --help
+    takes one, as `--key value` or `--key=value`), so flags may come first."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if not a.startswith("-"):
+            return i
+        if a not in ("-h", "--help") and "=" not in a:
+            i += 1   # skip its value
+        i += 1
+    return None
 
 
 def _import_train():
@@ -97,7 +107,8 @@ def _train(args: list[str]) -> int:
     import shoal.envs
     from shoal import config
 
-    env = _env_arg(args)
+    at = _env_index(args)
+    env = None if at is None else args[at]
     usage = ("shoal train ENV [--config FILE.ini] [--resume CHECKPOINT] [--run-dir DIR] [--nproc N] "
              "[--section.key VALUE ...]")
     if "-h" in args or "--help" in args:
@@ -133,8 +144,7 @@ def _train(args: list[str]) -> int:
         print(f"usage: {usage}\nshoal train: error: the env is required "
               f"(one of: {', '.join(shoal.envs.names())})", file=sys.stderr)
         return 2
-    rest = list(args)
-    rest.remove(env)
+    rest = args[:at] + args[at + 1:]
     extra, resume, run_dir, nproc, flags = [], None, None, None, []
     i = 0
     while i < len(rest):

@@ -2,6 +2,7 @@
 line naming it and exit status 2, found before anything runs (no traceback,
 no evaluation thrown away); `shoal play` of a Box-action env; `--nproc` runs
 checked before torchrun starts, and torchrun's outcome as shoal's exit status."""
+import configparser
 import importlib.util
 import os
 import signal
@@ -173,6 +174,24 @@ def test_train_help_for_an_unknown_env_is_the_unknown_env_error(capsys, env, hin
     err = refused(capsys, ["train", env, "--help"])
     assert f"shoal train: error: unknown env '{env}'" in err and hint in err
     assert capsys.readouterr().out == ""
+
+
+def test_options_may_come_before_the_env(tmp_path, monkeypatch, capsys):
+    """The env is the first argument that is not an option's value: flags
+    and --config / --run-dir may come first (the value after --config was
+    taken for the env), even with a value equal to an env's name."""
+    assert cli._env_index(["--config", "x.ini", "--train.seed", "-3", "corridor"]) == 4
+    assert cli._env_index(["--run-dir=a", "-h", "corridor"]) == 2
+    assert cli._env_index(["--train.seed", "3"]) is None
+    extra = tmp_path / "x.ini"
+    extra.write_text("[train]\nseed = 7\n")
+    assert cli.main(["train", "--config", str(extra), "--help"]) == 0
+    assert "usage: shoal train ENV" in capsys.readouterr().out
+    monkeypatch.chdir(tmp_path)   # --run-dir corridor: a folder here named like the env
+    assert cli.main(["train", "--config", str(extra), "--run-dir", "corridor", "corridor", *TINY]) == 0
+    saved = configparser.ConfigParser()
+    saved.read(tmp_path / "corridor" / "config.ini")
+    assert saved["env"]["name"].lower() == "corridor" and saved["train"]["seed"] == "7"
 
 
 def test_train_help_names_the_env_ini_it_used(capsys):
