@@ -107,6 +107,14 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 _NO_INFO: dict = {}   # header envs' step info (never handed out itself: _step_info copies it)
 
 
+def _forwards_the_call(frame) -> bool:
+    """A frame of step(actions, env_id) or _step_env_ids: it hands the call to
+    another method of the pool (send, recv, step, _step_some) before any
+    lock is taken, so it is no call in progress (see _heal_leaked_lock)."""
+    code = frame.f_code
+    return code is _STEP_ENV_IDS_CODE or (code is _STEP_CODE and frame.f_locals.get("env_id") is not None)
+
+
 # A command, run in this process: the Block method that does it.
 BLOCK_METHODS = {_native.CMD_STEP: "step", _native.CMD_RESET: "reset",
                  _native.CMD_STEP_SELECTED: "step_selected"}
@@ -382,7 +390,7 @@ class NativePool:
         """Whether this thread is inside one of this pool's calls: a frame
         of this module running a method of this pool, `above` frames up
         from here (2: from the caller of the method asking)."""
-        return in_a_method_of(self, __file__, sys._getframe(above))
+        return in_a_method_of(self, __file__, sys._getframe(above), skip=_forwards_the_call)
 
     def __reduce__(self):
         raise TypeError(f"{type(self).__name__} pools cannot be pickled (they own worker processes "
@@ -572,7 +580,8 @@ class NativePool:
         (actions: their rows, in env_id's order) and the others keep their
         state and rows; the result holds their rows only, copied, in
         env_id's order, with info["env_id"] = env_id (as EnvPool's; what
-        Tianshou's collector does to collect a number of episodes).
+        Tianshou's collector does to collect a number of episodes). An
+        env_id of every env in order is step(actions): views, as above.
         """
         if env_id is not None:
             return self._step_env_ids(actions, env_id)
@@ -598,6 +607,10 @@ class NativePool:
         ids = self._env_id_array(env_id)
         if np.array_equal(ids, self._all_env_ids):
             return self.step(actions)
+        return self._step_some(actions, ids)
+
+    def _step_some(self, actions, ids: np.ndarray):
+        """step(actions, env_id) of envs `ids`, not every env in order."""
         self._enter()
         try:
             if self._in_flight:
@@ -605,18 +618,17 @@ class NativePool:
                                    "reset() to drop them")
             b = self._buffers
             rows = (ids[:, None] * self.agents + np.arange(self.agents)).reshape(-1)
-            given = np.empty((len(rows), *b.actions.shape[1:]), b.actions.dtype)
             if len(ids) == 0:   # nothing to step: the actions must still be none
                 if np.shape(actions)[:1] != (0,):
                     raise ValueError(f"env_id is empty, so actions must have no rows, got shape "
                                      f"{np.shape(actions)}")
-                return (b.obs[rows], b.rewards[rows], b.terminals[rows], b.truncations[rows],
-                        {"env_id": ids})
-            self._write_actions(actions, slice(0, len(rows)), target=given)
-            b.actions[rows] = given
-            b.step_selected[:] = 0
-            b.step_selected[ids] = 1
-            self._run_all(_native.CMD_STEP_SELECTED)
+            else:
+                given = np.empty((len(rows), *b.actions.shape[1:]), b.actions.dtype)
+                self._write_actions(actions, slice(0, len(rows)), target=given)
+                b.actions[rows] = given
+                b.step_selected[:] = 0
+                b.step_selected[ids] = 1
+                self._run_all(_native.CMD_STEP_SELECTED)
             info = self._step_info(slice(0, self.num_rows))
             return b.obs[rows], b.rewards[rows], b.terminals[rows], b.truncations[rows], \
                 _select_info(info, ids, rows)
@@ -832,6 +844,10 @@ class NativePool:
             state += ", one of them this process"
         return (f"{type(self).__name__}({self.spec.name}, num_envs={self.num_envs}, "
                 f"batch_size={self.batch_size}, {state})")
+
+
+_STEP_CODE = NativePool.step.__code__
+_STEP_ENV_IDS_CODE = NativePool._step_env_ids.__code__
 
 
 class Serial(NativePool):

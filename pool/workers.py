@@ -29,13 +29,15 @@ from shoal.pool.layout import MEMFD_NAME
 WAIT_SLICE_S = 0.25  # how often a waiting parent checks its workers are alive
 
 
-def in_a_method_of(obj, filename: str, frame) -> bool:
+def in_a_method_of(obj, filename: str, frame, skip=None) -> bool:
     """Whether `frame` or a frame below it on this thread's stack runs a
-    method of `obj` defined in `filename`: a pool's close() asks it to tell
-    a signal handler inside one of the pool's calls (then the call closes
-    the pool as it ends) from a lock left held by an interrupted call."""
+    method of `obj` defined in `filename` (other than frames for which
+    `skip(frame)` is true): a pool's close() asks it to tell a signal
+    handler inside one of the pool's calls (then the call closes the pool
+    as it ends) from a lock left held by an interrupted call."""
     while frame is not None:
-        if frame.f_code.co_filename == filename and frame.f_locals.get("self") is obj:
+        if frame.f_code.co_filename == filename and frame.f_locals.get("self") is obj \
+                and not (skip is not None and skip(frame)):
             return True
         frame = frame.f_back
     return False

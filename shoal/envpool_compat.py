@@ -26,8 +26,12 @@ class EnvPoolCompat:
         self.action_space = pool.single_action_space
 
     def __getattr__(self, name: str):
-        # only for what this class does not define: the pool's own
-        return getattr(self.pool, name)
+        # only for what this class does not define: the pool's own (none
+        # before __init__ ran, as in copy.copy)
+        pool = self.__dict__.get("pool")
+        if pool is None:
+            raise AttributeError(name)
+        return getattr(pool, name)
 
     def __len__(self) -> int:
         return len(self.pool)

@@ -535,14 +535,35 @@ SIGNAL_EDGES = textwrap.dedent("""
         pool.close()
         assert pool.closed
     elif case == "leaked_lock":   # a signal just after a call took the lock: it stays this thread's
-        for heal in ("step", "close"):
-            pool = Multiprocessing("CartPole", 4, num_workers=2, seed=0)
+        for heal in ("step", "close", "step_some", "step_send"):
+            pool = Multiprocessing("CartPole", 4, num_workers=2, seed=0,
+                                   batch_size=2 if heal == "step_send" else None)
+            if heal == "step_send":   # step(actions, env_id) with a batch out: send, then recv
+                pool.async_reset()
+                ids = pool.recv()[4]["env_id"]
             assert pool._calls.enter()
             if heal == "step":
                 pool.step(np.zeros(4, np.int32))
-                assert pool._calls.owner == 0
+            elif heal == "step_some":   # step(actions, env_id) of some envs
+                assert pool.step(np.zeros(2, np.int32), [3, 1])[4]["env_id"].tolist() == [3, 1]
+            elif heal == "step_send":
+                pool.step(np.zeros(2, np.int32), ids)
+            assert pool._calls.owner == 0 or heal == "close"
             pool.close()
             assert pool.closed and pool._calls.owner == 0
+        # ... but a handler inside a call of some envs is inside a call: refused
+        pool = Serial("CartPole", 4, seed=0)
+        run_all = pool._run_all
+        def run_all_then_a_handler_steps(command):
+            run_all(command)
+            try:
+                pool.step(np.zeros(4, np.int32))
+                raise AssertionError("a handler stepped inside a call")
+            except RuntimeError as e:
+                assert "being used by another thread" in str(e), e
+        pool._run_all = run_all_then_a_handler_steps
+        pool.step(np.zeros(2, np.int32), [0, 2])
+        pool.close()
     elif case == "python_close_before_the_command":   # a handler's close() just before a command
         env = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
         env.reset(seed=0)
@@ -574,7 +595,9 @@ def test_signal_edges_of_the_call_lock(case, tmp_path):
     inside close() returns; a lock left held by an interrupted call is
     taken back by the next step() or close(); a Python-pool close() just
     before a command makes it raise ClosedEnvironmentError, not touch freed
-    memory. In a child process: a hang or a crash must fail, not stop, the suite."""
+    memory. In a child process: a hang or a crash must fail, not stop, the suite.
+    step(actions, env_id) heals it too (it passes the call on before taking
+    the lock: to send/recv, or to the step of some envs)."""
     script = tmp_path / "edges.py"
     script.write_text(SIGNAL_EDGES)
     done = subprocess.run([sys.executable, "-P", str(script), case], capture_output=True, text=True,

@@ -1,4 +1,5 @@
 """The native pool: determinism, the seed rule, autoreset, async, bad input, cleanup."""
+import copy
 import os
 import signal
 import time
@@ -284,6 +285,7 @@ def test_envpool_compat_gives_one_envs_spaces_and_the_pools_calls(no_leaks):
         for ours, theirs in zip(envs.step(actions)[:4], reference.step(actions)[:4]):
             np.testing.assert_array_equal(ours, theirs)
         np.testing.assert_array_equal(envs.reset(np.array([2]))[0], reference.reset(env_id=[2])[0])
+        assert copy.copy(envs).pool is envs.pool   # a shallow copy shares the pool (no recursion)
     assert envs.pool.closed
     with pytest.raises(TypeError, match="EnvPoolCompat"):   # EnvPool's env_type names the way
         shoal.make("CartPole", 2, env_type="gymnasium")
@@ -338,6 +340,11 @@ def test_step_of_some_env_ids_steps_those_envs_alone(name, mode, backend, no_lea
                 for i in set(range(num_envs)) - set(ids.tolist()):   # unmoved
                     np.testing.assert_array_equal(pool.obs[i * agents:(i + 1) * agents], last[i])
             assert ended > 0, "the run should cross episode ends"
+            # no env at all: nothing moves, and the info has the same keys
+            before = pool.obs.copy()
+            empty = pool.step(np.zeros((0, *pool.action_space.shape[1:]), pool.buffers.actions.dtype), [])
+            assert set(empty[4]) == set(info) and all(len(x) == 0 for x in empty[:4])
+            np.testing.assert_array_equal(pool.obs, before)
         finally:
             for ref in alone:
                 ref.close()
