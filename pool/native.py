@@ -121,8 +121,9 @@ BLOCK_METHODS = {_native.CMD_STEP: "step", _native.CMD_RESET: "reset",
 
 
 def _select_info(info: dict, ids: np.ndarray, rows: np.ndarray) -> dict:
-    """A step's info for envs `ids` (rows `rows`) alone, copied: final_obs /
-    _final_obs are per row, the envs' own keys per env; env_id is `ids`."""
+    """A reset's or step's info for envs `ids` (rows `rows`) alone, copied:
+    final_obs / _final_obs are per row, the envs' own keys per env; env_id
+    is `ids`."""
     selected = {}
     for key, values in info.items():
         if key == "final_info":
@@ -447,7 +448,8 @@ class NativePool:
             mask = np.zeros(self.num_envs, dtype=np.bool_)
             mask[ids] = True
             obs, info = self._reset(seed, {**(options or {}), "reset_mask": mask})
-            return self._rows_of(obs, info, ids)
+            rows = self._env_rows(ids)
+            return obs[rows], _select_info(info, ids, rows)
         finally:
             self._leave()
 
@@ -464,12 +466,9 @@ class NativePool:
             raise ValueError(f"env_id must be distinct env indices in [0, {self.num_envs}), got {env_id!r}")
         return ids.astype(np.int64)
 
-    def _rows_of(self, obs, info: dict, ids: np.ndarray):
-        """obs rows and per-env info values of envs `ids` (copies), with info["env_id"]."""
-        rows = (ids[:, None] * self.agents + np.arange(self.agents)).reshape(-1)
-        info = {key: values[ids] for key, values in info.items()}
-        info["env_id"] = ids
-        return obs[rows], info
+    def _env_rows(self, ids: np.ndarray) -> np.ndarray:
+        """The rows of envs `ids`, env by env."""
+        return (ids[:, None] * self.agents + np.arange(self.agents)).reshape(-1)
 
     def _reset(self, seed, options):
         mask = parse_reset_mask(options, self.num_envs)
@@ -617,7 +616,7 @@ class NativePool:
                 raise RuntimeError("step() while async batches are out: use send()/recv(), or "
                                    "reset() to drop them")
             b = self._buffers
-            rows = (ids[:, None] * self.agents + np.arange(self.agents)).reshape(-1)
+            rows = self._env_rows(ids)
             if len(ids) == 0:   # nothing to step: the actions must still be none
                 if np.shape(actions)[:1] != (0,):
                     raise ValueError(f"env_id is empty, so actions must have no rows, got shape "
