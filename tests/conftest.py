@@ -1,5 +1,6 @@
 import gc
 import os
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -147,16 +148,18 @@ def no_leaks(request):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _children_temp_files_in_pytest_tmp(tmp_path_factory):
-    """Processes the tests start (torchrun, which keeps a torchelastic_* log
-    folder, and children killed on purpose, which cannot remove their
-    multiprocessing pymp-* folder) make their temp files under pytest's own
-    temp folder, which pytest prunes, instead of piling them up in /tmp."""
-    folder = tmp_path_factory.mktemp("children_tmp")
-    saved = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = str(folder)
+def _temp_files_in_pytest_tmp(tmp_path_factory):
+    """Temp files the tests leave behind go under pytest's own temp folder,
+    which pytest prunes, instead of piling up in /tmp: those of this process
+    (tempfile: SB3's learn() makes an SB3-<date> folder per call) and of the
+    processes it starts (TMPDIR: torchrun keeps a torchelastic_* log folder;
+    children killed on purpose cannot remove their pymp-* folder)."""
+    folder = str(tmp_path_factory.mktemp("temp_files"))
+    saved = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
     yield
-    if saved is None:
+    if saved[0] is None:
         os.environ.pop("TMPDIR", None)
     else:
-        os.environ["TMPDIR"] = saved
+        os.environ["TMPDIR"] = saved[0]
+    tempfile.tempdir = saved[1]

@@ -14,14 +14,6 @@ import shoal  # noqa: E402,F401  (registers shoal/<Env>-v0)
 from shoal.sb3 import ShoalVecEnv  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _sb3_logs_in_tmp_path(tmp_path, monkeypatch):
-    """SB3's learn() makes an empty SB3-<date> folder in the temp dir for its
-    logger on every call; keep those out of the machine's /tmp."""
-    import tempfile
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-
-
 def _needs(name):
     if shoal.env_spec(name).kind == "worker":
         pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
