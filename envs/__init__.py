@@ -19,7 +19,7 @@ import difflib
 import importlib
 import pkgutil
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -103,12 +103,35 @@ class EnvSpec:
     def configure(self, **kwargs) -> "EnvSpec":
         """This spec with env keyword arguments changed (e.g. HalfCheetah's
         ctrl_cost_weight=0.2); TypeError naming the accepted ones for any
-        other. Without kwargs, the spec itself."""
+        other. Without kwargs, the spec itself. Every header env also
+        takes max_episode_steps, a limit up to its header's own (the
+        vector loop truncates there: shoal_episode.step_limit)."""
         if not kwargs:
             return self
+        if self.kind == "header" and "max_episode_steps" in kwargs:
+            limit = kwargs.pop("max_episode_steps")
+            return self._with_step_limit(limit).configure(**kwargs)
         if self.configurator is None:
-            raise unknown_kwargs_error(self.name, kwargs, ())
+            accepted = ("max_episode_steps",) if self.kind == "header" else ()
+            raise unknown_kwargs_error(self.name, kwargs, accepted)
         return self.configurator(self, **kwargs)
+
+    def _with_step_limit(self, limit) -> "EnvSpec":
+        """A header env's spec truncating episodes after `limit` steps (None:
+        at the header's own limit). A pool can only shorten episodes: the
+        header's limit is part of the env (ValueError beyond it)."""
+        own = import_binding(self.binding, self.name).MAX_EPISODE_STEPS or None
+        if limit is None:
+            limit = own
+        if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1 \
+                or (own is not None and limit > own):
+            bound = f"an int in [1, {own}] (its C header truncates at {own}; a pool " \
+                    f"can shorten episodes, not lengthen them)" if own else "an int >= 1"
+            raise ValueError(f"{self.name}'s max_episode_steps must be {bound}, got {limit!r}")
+        env_kwargs = {key: value for key, value in self.env_kwargs.items() if key != "max_episode_steps"}
+        if limit != own:
+            env_kwargs["max_episode_steps"] = int(limit)
+        return replace(self, max_episode_steps=int(limit) if limit else None, env_kwargs=env_kwargs)
 
     def load_binding(self):
         """The compiled binding, checked against this spec (once per spec
@@ -256,6 +279,10 @@ def check_spec_against_binding(spec: EnvSpec, binding) -> None:
         if not hasattr(binding, export):
             continue   # optional exports (library-backed envs) may be absent
         in_header = getattr(binding, export)
+        if export == "MAX_EPISODE_STEPS" and "max_episode_steps" in spec.env_kwargs:
+            # configured shorter (EnvSpec._with_step_limit checked it)
+            if in_spec is not None and (not in_header or 1 <= in_spec <= in_header):
+                continue
         if export == "OBS_DTYPE":
             in_header = np.dtype(in_header)
         elif export == "ACT_NVEC":

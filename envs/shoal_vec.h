@@ -54,9 +54,13 @@ typedef struct {
     int32_t episode_length;   /* steps of the episode in progress */
     uint8_t needs_reset;      /* NEXT_STEP: the last step ended the episode */
     uint8_t pad_[3];
+    /* A pool's step limit, shorter than the header's own (0: the header's
+     * only). Set once by the pool (max_episode_steps), never by an env. */
+    int32_t step_limit;
+    int32_t pad2_;
 } shoal_episode;
 
-typedef char shoal_episode_is_40_bytes[sizeof(shoal_episode) == 40 ? 1 : -1];
+typedef char shoal_episode_is_48_bytes[sizeof(shoal_episode) == 48 ? 1 : -1];
 
 #endif /* SHOAL_VEC_COMMON */
 
@@ -113,6 +117,12 @@ SHOAL_FN void SHOAL_V(slot_step)(SHOAL_ENV_T* env, shoal_episode* ep,
     for (int a = 0; a < SHOAL_V(agents); a++) step_return += rew[a];
     ep->episode_return += step_return;
     ep->episode_length += 1;
+    if (!over && ep->step_limit > 0 && ep->episode_length >= ep->step_limit) {
+        /* The pool's time limit: every present agent still in the episode
+         * is truncated, as a header truncates at its own limit. */
+        for (int a = 0; a < SHOAL_V(agents); a++) trunc[a] = (uint8_t)(mask[a] && !term[a]);
+        over = 1;
+    }
     if (!over) return;
 
     ep->finished += 1;

@@ -62,9 +62,10 @@ class NativeVectorEnv(VectorEnv):
             "serial" (in this process).
         autoreset_mode: a gymnasium AutoresetMode or its string value.
         render_mode: None, "rgb_array" or "ansi" where the env draws itself.
-        max_episode_steps: None or the env's own limit (CartPole: 500). A
-            header env's limit is in its C code and cannot be changed;
-            MuJoCo envs take it as an env keyword (gymnasium's TimeLimit).
+        max_episode_steps: None (the env's own limit, CartPole: 500) or a
+            step limit, as gymnasium's TimeLimit: a header env's may only
+            be shorter than its header's (the pool's vector loop truncates
+            there); MuJoCo and Atari envs take any.
         **kwargs: the pool's (num_workers, seed, context, ...: see
             NativePool) and, any other, the env's own (MuJoCo envs:
             gymnasium's, e.g. ctrl_cost_weight=0.2).
@@ -87,7 +88,8 @@ class NativeVectorEnv(VectorEnv):
         autoreset_mode = parse_autoreset_mode(autoreset_mode)
         pool_kwargs, env_kwargs = split_env_kwargs(pool_kwargs)
         spec = lookup_spec(env) if isinstance(env, str) else env
-        if max_episode_steps is not None and "max_episode_steps" in spec.env_kwargs:
+        if max_episode_steps is not None and ("max_episode_steps" in spec.env_kwargs
+                                              or spec.kind == "header"):
             env_kwargs["max_episode_steps"] = max_episode_steps
         env = spec.configure(**env_kwargs)
         render.check_render_mode(env, render_mode, backend)   # before any worker starts

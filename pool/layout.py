@@ -18,17 +18,29 @@ import numpy as np
 
 ALIGN = 64  # every array starts on its own cache line
 
-# Mirrors `shoal_episode` in envs/shoal_vec.h (40 bytes).
+# Mirrors `shoal_episode` in envs/shoal_vec.h (48 bytes).
 EPISODE_DTYPE = np.dtype({
     "names": ["episode_return", "return_sum", "finished", "length_sum",
-              "episode_length", "needs_reset"],
-    "formats": [np.float64, np.float64, np.int64, np.int64, np.int32, np.uint8],
-    "offsets": [0, 8, 16, 24, 32, 36],
-    "itemsize": 40,
+              "episode_length", "needs_reset", "step_limit"],
+    "formats": [np.float64, np.float64, np.int64, np.int64, np.int32, np.uint8, np.int32],
+    "offsets": [0, 8, 16, 24, 32, 36, 40],
+    "itemsize": 48,
 })
 
 MEMFD_NAME = "shoal-pool"  # workers recognise other pools' regions by it (shoal.pool.workers)
 CTRL_BYTES = 128  # mirrors `shoal_ctrl` in pool/shoal_sync.h
+
+
+
+def pool_step_limit(spec) -> int:
+    """The step limit the vector loop applies on top of the env's own
+    (shoal_episode.step_limit): a header env's max_episode_steps where it
+    was configured shorter than its header's limit, else 0 (none)."""
+    if spec.kind != "header" or not spec.max_episode_steps:
+        return 0
+    own = spec.load_binding().MAX_EPISODE_STEPS
+    return spec.max_episode_steps if not own or spec.max_episode_steps < own else 0
+
 
 # Per-env reset requests (envs/shoal_vec.h).
 KEEP, RESET, RESEED = 0, 1, 2
@@ -177,6 +189,7 @@ class Buffers:
         self._fields = fields
         self._offsets = offsets
         self._carve()
+        self.episodes["step_limit"] = pool_step_limit(spec)
 
     def _carve(self):
         for f, offset in zip(self._fields, self._offsets):

@@ -52,7 +52,7 @@ from shoal.pool.contract import (
     same_step_info,
     validate_num_envs,
 )
-from shoal.pool.layout import EPISODE_DTYPE
+from shoal.pool.layout import EPISODE_DTYPE, pool_step_limit
 from shoal.pool.native import AUTORESET_CODES, Serial, parse_autoreset_mode
 
 ENVS_DIR = Path(shoal.envs.__file__).parent
@@ -243,6 +243,8 @@ class CudaVecEnv:
             env (STEP_KERNEL_AUTO; docs/results.md). Ignored on the CPU.
         threads_per_block: block size of the staged kernels (a multiple of
             32; default: the largest of 32..128 whose stage fits in shared memory).
+        env_kwargs: the env's keyword arguments; header envs take
+            max_episode_steps (shorter than the header's limit).
 
     Attributes (tensors on `device`, updated in place): obs, rewards,
     terminals, truncations, masks, env_states (raw env structs, uint8),
@@ -255,9 +257,10 @@ class CudaVecEnv:
     def __init__(self, env: str | EnvSpec, num_envs: int, *, device="cuda",
                  autoreset_mode=AutoresetMode.NEXT_STEP, seed: int | None = None,
                  check_actions: bool = True, step_kernel: str = "auto",
-                 threads_per_block: int | None = None):
+                 threads_per_block: int | None = None, env_kwargs: dict | None = None):
         self.closed = True
         self.spec = lookup_spec(env) if isinstance(env, str) else env
+        self.spec = self.spec.configure(**(env_kwargs or {}))   # e.g. max_episode_steps
         check_header_env(self.spec)
         self.num_envs = validate_num_envs(num_envs)
         self.agents = self.spec.agents
@@ -326,7 +329,9 @@ class CudaVecEnv:
         act_cols = () if self.spec.discrete_action and len(self.spec.action_nvec) == 1 \
             else (len(self.spec.action_nvec),)
         self.env_states = torch.zeros(n * binding.ENV_BYTES, dtype=torch.uint8, device=dev)
-        self.episodes = torch.zeros(n * EPISODE_DTYPE.itemsize, dtype=torch.uint8, device=dev)
+        episodes = np.zeros(n, EPISODE_DTYPE)
+        episodes["step_limit"] = pool_step_limit(self.spec)
+        self.episodes = torch.from_numpy(episodes.view(np.uint8)).to(dev)
         self.actions = torch.zeros((rows, *act_cols), dtype=torch.int32, device=dev)
         self.obs = torch.zeros((rows, *self.spec.obs_shape), dtype=obs_dtype, device=dev)
         keep_final = self.autoreset_mode == AutoresetMode.SAME_STEP

@@ -406,14 +406,11 @@ def make_pool(cfg: dict, env: str, seed: int, device: torch.device = torch.devic
     check_backend(vec["backend"])
     env_kwargs = shoal_config.env_kwargs(cfg["env"])
     if vec["backend"] == "cuda":
-        if env_kwargs:
-            raise ValueError(f"[env] kwargs = {cfg['env']['kwargs']!r}: the CUDA backend takes no env "
-                             f"keyword arguments")
         from shoal.cuda import CudaVecEnv
         # check_actions=False: the policy's actions are in range by construction,
         # and the check would sync the GPU every step.
         return CudaVecEnv(env, vec["num_envs"], device=device, autoreset_mode="same_step",
-                          seed=seed, check_actions=False)
+                          seed=seed, check_actions=False, env_kwargs=env_kwargs)
     num_envs = vec["num_envs"]
     batches = vec["num_batches"]
     if batches < 1 or num_envs % batches:

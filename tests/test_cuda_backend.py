@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 import shoal.envs  # noqa: E402
 from shoal.cuda import CudaVecEnv  # noqa: E402
 from shoal.pool import Serial  # noqa: E402
+from shoal.pool.layout import EPISODE_DTYPE  # noqa: E402
 
 # Every header env (a folder under envs/ with a binding.pyx and its own
 # <folder>.h, as tests/test_cuda_kernels.py finds them), by spec name: a new
@@ -79,7 +80,7 @@ def test_tensor_dtypes_and_shapes(name):
         assert flags.shape == (rows,) and flags.dtype == torch.bool
     assert env.actions.dtype == torch.int32 and env.actions.shape == env.action_space.shape
     assert env.env_states.dtype == torch.uint8
-    assert env.episodes.numel() == 3 * 40
+    assert env.episodes.numel() == 3 * EPISODE_DTYPE.itemsize == 3 * 48
 
 
 def test_outputs_are_updated_in_place():
@@ -213,6 +214,28 @@ def test_snake_is_bit_exact_on_gpu(mode, kernel):
         if mode == "same_step":
             assert torch.equal(out_c[4]["final_obs"], out_g[4]["final_obs"].cpu())
     assert torch.equal(cpu.env_states, gpu.env_states.cpu())
+    assert cpu.episode_stats() == gpu.episode_stats()
+
+
+@needs_gpu
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_shorter_step_limit_is_bit_exact_on_gpu(kernel):
+    """max_episode_steps (shoal_episode.step_limit, written by the host):
+    Snake truncated at 23 steps, equal on both devices, every kernel."""
+    cpu, gpu = pair("Snake", 37, seed=5, autoreset_mode="same_step", step_kernel=kernel,
+                    env_kwargs={"max_episode_steps": 23})
+    rng = np.random.default_rng(2)
+    cpu.reset(seed=9)
+    gpu.reset(seed=9)
+    for t in range(100):
+        actions = random_actions(cpu, rng)
+        out_c = cpu.step(torch.from_numpy(actions))
+        out_g = gpu.step(torch.from_numpy(actions).cuda())
+        for x, y in zip(out_c[:4], out_g[:4]):
+            assert torch.equal(x, y.cpu()), f"step {t}"
+        # the limit ends every env's episode at t = 22, 45, 68, 91, and only then
+        at_limit = t % 23 == 22
+        assert bool((out_c[2] | out_c[3]).all()) if at_limit else not bool(out_c[3].any()), f"step {t}"
     assert cpu.episode_stats() == gpu.episode_stats()
 
 

@@ -94,6 +94,7 @@ int main(void) {
     FIELD(shoal_episode, length_sum);
     FIELD(shoal_episode, episode_length);
     FIELD(shoal_episode, needs_reset);
+    FIELD(shoal_episode, step_limit);
     VALUE("sizeof.shoal_ctrl", sizeof(shoal_ctrl));
     VALUE("alignof.shoal_ctrl", _Alignof(shoal_ctrl));
     FIELD(shoal_ctrl, request);

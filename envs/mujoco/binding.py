@@ -21,6 +21,7 @@ import numpy as np
 from shoal.envs import EnvSpec, SpecMismatchError, check_spec_against_binding
 from shoal.envs.mujoco import MODELS, cfg_values, default_kwargs
 from shoal.envs.mujoco.build import library_path
+from shoal.pool.layout import EPISODE_DTYPE
 
 _P = ctypes.c_void_p
 LOCOMOTION = {"HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "HumanoidStandup", "Swimmer"}
@@ -138,6 +139,9 @@ class MujocoBinding:
         self.ENV_BYTES = lib.shoal_mj_state_bytes()
         if self.ENV_BYTES != STATE_DTYPE.itemsize:
             raise RuntimeError(f"mujoco_state is {self.ENV_BYTES} bytes, STATE_DTYPE {STATE_DTYPE.itemsize}")
+        if lib.shoal_mj_episode_bytes() != EPISODE_DTYPE.itemsize:
+            raise RuntimeError(f"shoal_episode is {lib.shoal_mj_episode_bytes()} bytes in the library, "
+                               f"EPISODE_DTYPE {EPISODE_DTYPE.itemsize}")
         self.OBS_ELEMENTS = lib.shoal_mj_obs_size(self.kind, self.model, self.cfg.ctypes.data)
         if self.OBS_ELEMENTS < 0:
             changed = {k: v for k, v in spec.env_kwargs.items() if v != default_kwargs(spec.name)[k]}
