@@ -48,6 +48,8 @@ def fill_reset_requests(seed, requests: np.ndarray, seeds: np.ndarray) -> None:
     if seed is None:
         requests[:] = RESET
         return
+    if isinstance(seed, np.ndarray) and seed.ndim == 0:
+        seed = seed.item()   # np.array(5): one int seed, as np.int64(5)
     if isinstance(seed, bool) or isinstance(seed, (float, str, bytes)):
         raise ValueError(f"seed must be None, an int or a sequence of ints, got {seed!r}")
     if isinstance(seed, (int, np.integer)):
@@ -57,7 +59,10 @@ def fill_reset_requests(seed, requests: np.ndarray, seeds: np.ndarray) -> None:
         seeds[:] = np.arange(n, dtype=np.uint64) + np.uint64(seed)
         requests[:] = RESEED
         return
-    seed_list = list(seed)
+    try:
+        seed_list = list(seed)
+    except TypeError:
+        raise ValueError(f"seed must be None, an int or a sequence of ints, got {seed!r}") from None
     if len(seed_list) != n:
         raise ValueError(f"seed must be None, an int or a sequence of {n} ints/None, "
                          f"got a sequence of length {len(seed_list)}")

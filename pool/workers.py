@@ -18,6 +18,7 @@ their mappings with private anonymous memory, keeping only its own region.
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.forkserver
 import multiprocessing.process
 import os
 import signal
@@ -82,12 +83,17 @@ def _rebuild_watch(pid: int, dup_fd) -> ParentWatch:
     return watch
 
 
+# Signals Workers.start holds while a worker is being started.
+HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
 def start_worker(watch: ParentWatch, own_region) -> None:
     """First thing a worker does: die with the pool's process, leave Ctrl-C
     to it, and drop other pools' inherited memory (own_region: the
     SharedRegion this worker uses)."""
     _native.watch_parent(watch.fd, watch.pid, os.getppid() == watch.pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)   # held by Workers.start
     forget_other_regions(os.fstat(own_region.fd).st_ino)
 
 
@@ -154,11 +160,24 @@ class Workers:
 
     def start(self, ctx, target, name: str, args: tuple, start: int, stop: int,
               daemon: bool = True):
-        """Start one worker process (context `ctx`) for envs [start, stop)."""
+        """Start one worker process (context `ctx`) for envs [start, stop).
+
+        Ctrl-C (or a SIGTERM handler) raising between the fork and the
+        append below would leave a started worker that no shutdown knows
+        of, holding the pool's memory until this process exits: those
+        signals are held until the worker is listed, and raise after
+        (the worker releases them itself: start_worker)."""
         process = ctx.Process(target=target, name=name, args=args, daemon=daemon)
-        process.start()
-        self.processes.append(process)
-        self.ranges.append((start, stop))
+        if ctx.get_start_method() == "forkserver":
+            # started unheld: every later forkserver child (not only ours) inherits its mask
+            multiprocessing.forkserver.ensure_running()
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+        try:
+            process.start()
+            self.processes.append(process)
+            self.ranges.append((start, stop))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return process
 
     def describe(self, k: int) -> str:

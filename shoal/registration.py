@@ -71,10 +71,14 @@ def make_single_env(env_name: str = "CartPole", **kwargs):
 
 
 def _multi_agent_make(env_name: str, **kwargs):
+    # gymnasium.make, and make_vec's sync / async modes (one gymnasium.make per sub-env)
     raise gymnasium.error.Error(
-        f"{env_name} is a multi-agent env: gymnasium.make gives single-agent envs. Use "
-        f"gymnasium.make_vec (agent rows as sub-envs, infos['mask']), "
-        f"shoal.pettingzoo_env.ShoalParallelEnv({env_name!r}) (pettingzoo) or shoal.make({env_name!r}, n)")
+        f"{env_name} is a multi-agent env, and a gymnasium.Env is single-agent: gymnasium.make "
+        f"and make_vec's 'sync' / 'async' modes (which make one gymnasium.Env per sub-env) "
+        f"cannot make it. Use gymnasium.make_vec({gym_id(env_name)!r}, num_envs, "
+        f"vectorization_mode='vector_entry_point') (the default: agent rows as sub-envs, "
+        f"infos['mask']), shoal.pettingzoo_env.ShoalParallelEnv({env_name!r}) (pettingzoo) "
+        f"or shoal.make({env_name!r}, n)")
 
 
 def register_envs() -> list[str]:

@@ -312,6 +312,35 @@ def test_pools_agree_and_follow_the_seed_rule():
     single.close()
 
 
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_writing_into_returned_obs_changes_nothing_later(mode):
+    """The frame stack is the env's own, not the obs row it writes: a caller
+    that zeroes the rows it was given (EnvPool hands out fresh arrays)
+    still gets the same later obs as one that does not."""
+    n, steps = 2, 40
+    kwargs = dict(max_num_frames_per_episode=100)          # ends (and resets) every 25 steps
+    actions = np.random.default_rng(1).integers(0, 6, (steps, n))
+    traces = []
+    for scribble in (False, True):
+        with Serial("Pong", n, seed=0, autoreset_mode=mode, env_kwargs=kwargs) as pool:
+            obs, _ = pool.reset(seed=3)
+            trace = [obs.copy()]
+            for t in range(steps):
+                if scribble:
+                    obs[:] = 255
+                obs, *_, info = pool.step(actions[t])
+                trace.append(obs.copy())
+                if mode == "same_step" and info["_final_obs"].any():
+                    trace.append(info["final_obs"][info["_final_obs"]].copy())
+                    if scribble:
+                        info["final_obs"][:] = 255
+            traces.append(trace)
+    assert len(traces[0]) > steps + 1 or mode == "next_step"
+    assert not (traces[0][-1] == 255).all()
+    for t, (clean, scribbled) in enumerate(zip(*traces, strict=True)):
+        np.testing.assert_array_equal(clean, scribbled, err_msg=f"entry {t}")
+
+
 def test_make_and_make_vec():
     envs = gymnasium.make_vec("shoal/Breakout-v5", num_envs=2, vectorization_mode="vector_entry_point",
                               num_workers=2, stack_num=2, reward_clip=True)

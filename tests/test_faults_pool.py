@@ -2,6 +2,7 @@
 the process (not the thread) that made the pool on every start method,
 timeouts, misuse from other threads or forked children, memory of closed
 pools, closed-pool errors, oversized pools, unpicklable pools."""
+import multiprocessing.process
 import os
 import pickle
 import signal
@@ -106,6 +107,35 @@ def test_workers_and_forkserver_die_with_the_process(kind, context, sig, tmp_pat
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@pytest.mark.parametrize("context", ["fork", "forkserver"])
+@pytest.mark.parametrize("kind", ["native", "python"])
+def test_ctrl_c_as_a_worker_starts_leaves_no_worker(kind, context, monkeypatch, no_leaks):
+    """Ctrl-C arriving just after a worker's fork, before the pool has
+    listed it (a real SIGINT, sent from inside Process.start), ends the
+    construction with KeyboardInterrupt and no worker left: Workers.start
+    holds the signal until the worker is listed."""
+    started = []
+    real_start = multiprocessing.process.BaseProcess.start
+
+    def start_then_ctrl_c(process):
+        real_start(process)
+        started.append(process)
+        if len(started) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)   # ignored under nohup
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start_then_ctrl_c)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            if kind == "native":
+                shoal.make("CartPole", 8, num_workers=4, context=context)
+            else:
+                AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 4, num_workers=4, context=context)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert len(started) == 2
+    assert wait_until(lambda: not any(p.is_alive() for p in started if p._popen), 5.0)
 
 
 # ---- 2. workers outlive the thread that made the pool -----------------------------------

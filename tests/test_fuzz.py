@@ -108,6 +108,23 @@ def test_bad_seeds_are_a_clear_error(seed):
         pool.close()
 
 
+def test_zero_dim_array_seeds_are_ints_and_other_objects_are_refused():
+    with Serial("CartPole", 2, seed=0) as pool, Serial("CartPole", 2, seed=0) as reference:
+        np.testing.assert_array_equal(pool.reset(seed=np.array(5))[0], reference.reset(seed=5)[0])
+        for bad in (np.array(5.0), np.array(True), object(), np.array([[1, 2]]).T):
+            with pytest.raises(ValueError, match="seed"):
+                pool.reset(seed=bad)
+
+
+def test_multi_agent_ids_name_the_mode_that_makes_them():
+    import gymnasium
+    for make in (lambda: gymnasium.make("shoal/Snake-v0"),
+                 lambda: gymnasium.make_vec("shoal/Snake-v0", 2, vectorization_mode="sync")):
+        with pytest.raises(gymnasium.error.Error, match=r"Snake is a multi-agent env.*'sync' / 'async'.*"
+                                                        r"vectorization_mode='vector_entry_point'"):
+            make()
+
+
 @SETTINGS
 @given(mode=st.one_of(st.text(max_size=12), st.integers(), st.none()))
 def test_bad_autoreset_modes_are_a_clear_error(mode):

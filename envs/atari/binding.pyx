@@ -12,11 +12,12 @@ emulator is driven through its Python ALEInterface, from inside the block:
   episode bookkeeping are shoal_vec.h's, as for every env.
 - The function pointers are set to `noexcept with gil` functions of this
   module, which run one AtariGame (ALE calls, max-pool, resize, frame
-  stack) on the env's obs row in place. A worker releases the GIL while it
+  stack) and write the env's obs row. A worker releases the GIL while it
   serves the block; each env call takes it back (uncontended there).
 - Shared memory (the pool's env_states) holds `atari_state`, pointer-free:
   the last step's lives and frame numbers (gymnasium's step info). The
-  emulators, frame buffers and no-op RNGs live in the worker's AtariGames.
+  emulators, frame buffers, frame stacks and no-op RNGs live in the
+  worker's AtariGames (the obs row is only written: a caller may change it).
 
 An exception inside an env call is kept, the block's remaining env calls are
 skipped, and then: Block.step() / reset() / run_steps() raise it (the Serial
@@ -27,7 +28,7 @@ reports as a dead worker (WorkerError) and closes.
 cimport cython
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.string cimport memcpy, memmove
+from libc.string cimport memcpy
 from posix.unistd cimport _exit
 
 import sys
@@ -349,9 +350,13 @@ cdef class AtariGame:
     cdef object frames                      # [latest frame, the one before]: the max-pool pair
     cdef object maximum
     cdef AreaResize resize                  # the screen -> obs frame resize
-    cdef tuple row_shape
-    cdef object newest                      # numpy view of the obs row's last frame
-    cdef uint8_t* row_address               # the obs row `newest` belongs to
+    # The frame stack, kept here and copied whole to the obs row each step:
+    # the caller may write into the rows it is given (EnvPool hands out
+    # fresh arrays) without changing what the env returns next.
+    cdef object stack                       # (stack_num, frame...) uint8, a ring of frames
+    cdef list stack_frames                  # stack[k] as numpy views, for the resize's out=
+    cdef uint8_t* stack_address
+    cdef int stack_next                     # the ring slot the next frame goes to
     cdef Py_ssize_t frame_bytes, row_bytes
     cdef int stack_num, frameskip, noop_max, num_actions, lives
     cdef int max_steps, elapsed_steps       # the step limit (0: none) and this episode's steps
@@ -378,11 +383,14 @@ cdef class AtariGame:
         self.maximum = np.maximum
         self.resize = AreaResize(binding.screen_shape[0], binding.screen_shape[1], kwargs["img_height"],
                                  kwargs["img_width"], 1 if kwargs["gray_scale"] else 3)
-        self.row_shape = tuple(binding.spec.obs_shape)
         self.stack_num = kwargs["stack_num"]
         self.row_bytes = binding.OBS_ELEMENTS
         self.frame_bytes = self.row_bytes // self.stack_num
-        self.row_address = NULL
+        self.stack = np.zeros(tuple(binding.spec.obs_shape), np.uint8)
+        self.stack_frames = [self.stack[k] for k in range(self.stack_num)]
+        cdef uint8_t[::1] stack_bytes = self.stack.reshape(-1)
+        self.stack_address = &stack_bytes[0]
+        self.stack_next = 0
         self.frameskip = kwargs["frameskip"]
         self.noop_max = kwargs["noop_max"]
         self.life_loss_ends = kwargs["episodic_life"] or kwargs["terminal_on_life_loss"]
@@ -431,10 +439,11 @@ cdef class AtariGame:
         self.lives = self.lives_of()
         self.grab(self.frames[0])
         self.frames[1].fill(0)       # as AtariPreprocessing: the pair's older frame is blank
-        self.write_frame(obs, False)
-        for k in range(self.stack_num - 1):   # the stack starts as copies of the frame
-            memcpy(obs + k * self.frame_bytes, obs + (self.stack_num - 1) * self.frame_bytes,
-                   self.frame_bytes)
+        self.stack_next = 0
+        self.write_frame(obs, False)          # the frame: ring slot 0, last in obs
+        for k in range(1, self.stack_num):    # the stack starts as copies of it
+            memcpy(self.stack_address + k * self.frame_bytes, self.stack_address, self.frame_bytes)
+            memcpy(obs + (k - 1) * self.frame_bytes, self.stack_address, self.frame_bytes)
         self.write_state(env.state, 0.0, False)
         return 0
 
@@ -480,22 +489,24 @@ cdef class AtariGame:
         return terminated or truncated
 
     cdef int write_frame(self, uint8_t* obs, bint max_pool) except -1:
-        """Shift the stack in `obs` one frame toward the front and write the
-        newest frame last: the max-pooled pair resized (INTER_AREA)."""
-        if obs != self.row_address:   # a row seen for the first time: view it
-            row = np.asarray(<uint8_t[:self.row_bytes]> obs).reshape(self.row_shape)
-            self.newest = row[self.stack_num - 1]
-            self.row_address = obs
+        """Put the newest frame (the max-pooled pair resized, INTER_AREA) in
+        the stack's next ring slot, then write the stack to `obs`, oldest
+        frame first."""
+        cdef int k, slot = self.stack_next
         latest = self.frames[0]
         if max_pool and self.frameskip > 1:
             self.maximum(latest, self.frames[1], out=latest)   # in place, as AtariPreprocessing
-        if self.stack_num > 1:
-            memmove(obs, obs + self.frame_bytes, (self.stack_num - 1) * self.frame_bytes)
+        cdef const uint8_t[:, ::1] screen
         if self.resize.by_opencv is not None:
-            self.resize(latest, out=self.newest)
-            return 0
-        cdef const uint8_t[:, ::1] screen = latest.reshape(latest.shape[0], -1)
-        self.resize.run(&screen[0, 0], screen.shape[1], obs + (self.stack_num - 1) * self.frame_bytes)
+            self.resize(latest, out=self.stack_frames[slot])
+        else:
+            screen = latest.reshape(latest.shape[0], -1)
+            self.resize.run(&screen[0, 0], screen.shape[1], self.stack_address + slot * self.frame_bytes)
+        self.stack_next = (slot + 1) % self.stack_num
+        for k in range(self.stack_num):
+            slot = (self.stack_next + k) % self.stack_num
+            memcpy(obs + k * self.frame_bytes, self.stack_address + slot * self.frame_bytes,
+                   self.frame_bytes)
         return 0
 
     cdef int write_state(self, atari_state* state, double raw_reward, bint game_over) except -1:
