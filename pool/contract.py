@@ -96,6 +96,37 @@ def keep_unmasked(requests: np.ndarray, mask: np.ndarray | None) -> None:
         requests[~mask] = KEEP
 
 
+class ConstructionSeed:
+    """The seed a backend is made with (EnvPool's make(seed=s)): the backend
+    resets every env with it at construction, and a reset without a seed
+    of an env not stepped since then gives that same seeded reset again,
+    so make(seed=s) then reset() starts where make() then reset(seed=s)
+    does (EnvPool's first reset is its seeded one). Any step ends it."""
+
+    def __init__(self, seed: int, num_envs: int):
+        self.seed = seed
+        self.unstepped: np.ndarray | None = np.ones(num_envs, dtype=np.bool_)
+
+    def apply(self, seed, requests: np.ndarray, seeds: np.ndarray) -> None:
+        """After fill_reset_requests(seed, ...): reseed the unstepped envs
+        with the construction seed when the reset has no seed of its own."""
+        fresh = self.unstepped
+        if seed is None and fresh is not None:
+            requests[fresh] = RESEED
+            seeds[fresh] = np.uint64(self.seed) + np.flatnonzero(fresh).astype(np.uint64)
+
+    def reset_done(self, requests: np.ndarray) -> None:
+        """After a reset's requests are final (masked): the envs it resets
+        have used the construction seed; a second reset() goes on."""
+        if self.unstepped is not None:
+            self.unstepped &= requests == KEEP
+            if not self.unstepped.any():
+                self.unstepped = None
+
+    def stepped(self) -> None:
+        self.unstepped = None
+
+
 def same_step_info(final_obs, final_mask, terminals, truncations, logical_or=np.logical_or) -> dict:
     """The SAME_STEP step info: {"final_obs": the ended episodes' last obs,
     "_final_obs": rows whose episode ended (terminal or truncated)}.

@@ -409,9 +409,8 @@ class NativeVectorEnv(VectorEnv):
         if name == "np_random_seed":
             return self.np_random_seed
         if name == "spec":   # each sub-env's gymnasium EnvSpec, as gymnasium.make's envs have
-            import gymnasium
-            from shoal.registration import gym_id
-            return (gymnasium.spec(gym_id(self._pool.spec.name)),) * self.num_envs
+            from shoal.registration import sub_env_spec
+            return (sub_env_spec(self._pool.spec),) * self.num_envs
         attributes = self._env_attributes()
         if name in attributes:
             return tuple(attributes[name] for _ in range(self.num_envs))

@@ -48,6 +48,7 @@ from shoal.envs import EnvSpec, names as env_names, spec as lookup_spec
 from shoal.pool import _native
 from shoal.pool.contract import (
     SEEN_DTYPE,
+    ConstructionSeed,
     draw_seed,
     episode_stats_since,
     fill_reset_requests,
@@ -187,6 +188,9 @@ class NativePool:
             DISABLED; an AutoresetMode or its string value.
         seed: seeds the envs at construction (env i gets seed + i) so that
             reset() without a seed is reproducible; default: OS entropy.
+            As EnvPool's make(seed=s): the first reset() (or async_reset())
+            without a seed, before any step, is the seeded reset, the same
+            as reset(seed=s); later ones go on with each env's RNG.
         timeout: seconds step(), reset() and recv() wait for a worker before
             raising WorkerTimeoutError (which closes the pool); default None
             waits forever, as gymnasium does. Serial runs in the caller's
@@ -258,13 +262,16 @@ class NativePool:
         self._seen = np.zeros(num_envs, dtype=SEEN_DTYPE)
         self._info_views: dict | None = None   # library-backed envs' step info (see _env_info)
         self.closed = False
+        self._construction_seed: ConstructionSeed | None = None
         try:
             self._start_workers()
             # Seed and reset every env now, so that reset() without a seed is
-            # reproducible when `seed` is given, and random otherwise.
+            # reproducible when `seed` is given, and random otherwise; the
+            # first reset() repeats this one (ConstructionSeed).
             if seed is None:
                 seed = draw_seed()
             self.reset(seed=seed)
+            self._construction_seed = ConstructionSeed(seed, num_envs)
         except BaseException:
             self.close()
             raise
@@ -407,6 +414,8 @@ class NativePool:
             fill_reset_requests(seed, np.empty_like(b.reset_requests), np.empty_like(b.seeds))
             self._drop_async_batches()
         fill_reset_requests(seed, b.reset_requests, b.seeds)
+        if self._construction_seed is not None:
+            self._construction_seed.apply(seed, b.reset_requests, b.seeds)
 
     def reset(self, env_id=None, *, seed=None, options: dict | None = None):
         """Reset envs and return the first observations of every row.
@@ -474,6 +483,8 @@ class NativePool:
         mask = parse_reset_mask(options, self.num_envs)
         self._set_seeds(seed)
         keep_unmasked(self._buffers.reset_requests, mask)
+        if self._construction_seed is not None:
+            self._construction_seed.reset_done(self._buffers.reset_requests)
         self._run_all(_native.CMD_RESET)
         return self._buffers.obs, self._reset_info()
 
@@ -506,6 +517,8 @@ class NativePool:
         if options:
             raise ValueError("async_reset() takes no options")
         self._set_seeds(seed)
+        if self._construction_seed is not None:
+            self._construction_seed.reset_done(self._buffers.reset_requests)
         for batch in range(self.num_batches):
             self._in_flight.append(batch)
             self._start_or_close(batch, _native.CMD_RESET)
@@ -591,6 +604,7 @@ class NativePool:
                                    "reset() to drop them")
             all_rows = slice(0, self.num_rows)
             self._write_actions(actions, all_rows)
+            self._construction_seed.stepped()
             self._run_all(_native.CMD_STEP)
             b = self._buffers
             info = self._step_info(all_rows)
@@ -625,6 +639,7 @@ class NativePool:
                 given = np.empty((len(rows), *b.actions.shape[1:]), b.actions.dtype)
                 self._write_actions(actions, slice(0, len(rows)), target=given)
                 b.actions[rows] = given
+                self._construction_seed.stepped()
                 b.step_selected[:] = 0
                 b.step_selected[ids] = 1
                 self._run_all(_native.CMD_STEP_SELECTED)
@@ -744,6 +759,7 @@ class NativePool:
                 raise ValueError(f"env_ids do not match the batch awaiting actions "
                                  f"(envs {expected[0]}..{expected[-1]})")
         self._write_actions(actions, rows)
+        self._construction_seed.stepped()
         self._with_user.popleft()
         self._in_flight.append(batch)
         self._start_or_close(batch, _native.CMD_STEP)

@@ -17,11 +17,12 @@ their mappings with private anonymous memory, keeping only its own region.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
-import multiprocessing.forkserver
 import multiprocessing.process
 import os
 import signal
+import threading
 import weakref
 
 from shoal.pool import _native
@@ -83,8 +84,34 @@ def _rebuild_watch(pid: int, dup_fd) -> ParentWatch:
     return watch
 
 
-# Signals Workers.start holds while a worker is being started.
-HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+# Signals whose Python handlers Workers.start defers while it starts a worker.
+DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def deferred_signals():
+    """Run the block with the Python handlers of DEFERRED_SIGNALS (Ctrl-C's
+    KeyboardInterrupt, a trainer's SIGTERM handler) put off: a signal that
+    arrives meanwhile is handled, by the handler that was set, when the
+    block ends. Python runs handlers in the main thread only, whichever
+    thread the signal lands on (a blocked signal mask would not do: other
+    threads, torch's, take it), so elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived, handlers = [], {}
+    for sig in DEFERRED_SIGNALS:
+        handler = signal.getsignal(sig)
+        if callable(handler):
+            handlers[sig] = handler
+            signal.signal(sig, lambda number, frame: arrived.append((number, frame)))
+    try:
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        for number, frame in arrived:
+            handlers[number](number, frame)
 
 
 def start_worker(watch: ParentWatch, own_region) -> None:
@@ -93,7 +120,10 @@ def start_worker(watch: ParentWatch, own_region) -> None:
     SharedRegion this worker uses)."""
     _native.watch_parent(watch.fd, watch.pid, os.getppid() == watch.pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)   # held by Workers.start
+    if callable(signal.getsignal(signal.SIGTERM)):
+        # a forked worker has the parent's Python handler (deferred_signals's
+        # while it started, or the parent's own): a worker just ends
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     forget_other_regions(os.fstat(own_region.fd).st_ino)
 
 
@@ -164,20 +194,13 @@ class Workers:
 
         Ctrl-C (or a SIGTERM handler) raising between the fork and the
         append below would leave a started worker that no shutdown knows
-        of, holding the pool's memory until this process exits: those
-        signals are held until the worker is listed, and raise after
-        (the worker releases them itself: start_worker)."""
+        of, holding the pool's memory until this process exits: their
+        handlers run after it is listed (deferred_signals)."""
         process = ctx.Process(target=target, name=name, args=args, daemon=daemon)
-        if ctx.get_start_method() == "forkserver":
-            # started unheld: every later forkserver child (not only ours) inherits its mask
-            multiprocessing.forkserver.ensure_running()
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
-        try:
+        with deferred_signals():
             process.start()
             self.processes.append(process)
             self.ranges.append((start, stop))
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return process
 
     def describe(self, k: int) -> str:

@@ -43,6 +43,7 @@ import shoal.envs
 from shoal.envs import EnvSpec, spec as lookup_spec
 from shoal.pool.contract import (
     SEEN_DTYPE,
+    ConstructionSeed,
     draw_seed,
     episode_stats_since,
     fill_reset_requests,
@@ -231,7 +232,8 @@ class CudaVecEnv:
         num_envs: number of envs; there are num_envs * agents rows.
         device: "cuda", "cuda:k" (the CUDA kernels) or "cpu" (the Cython loop).
         autoreset_mode: NEXT_STEP (default), SAME_STEP or DISABLED, as the pool.
-        seed: seeds every env at construction (env i: seed + i), as the pool.
+        seed: seeds every env at construction (env i: seed + i), as the pool; the
+            first reset() without a seed, before any step, repeats that reset.
         check_actions: validate action range every step. On the GPU this
             costs a device-to-host sync per step; turn it off for benchmarks
             (out-of-range actions are then the env header's business).
@@ -349,9 +351,12 @@ class CudaVecEnv:
         self._seeds_dev = torch.zeros(n, dtype=torch.int64, device=dev)  # uint64 bits
         self._seen = np.zeros(n, dtype=SEEN_DTYPE)
         self.closed = False
+        self._construction_seed = None
         if seed is None:
             seed = draw_seed()
         self.reset(seed=seed)
+        if self._pool is None:   # on the CPU, the pool keeps its own
+            self._construction_seed = ConstructionSeed(seed, n)
 
     # ---- the API ---------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -385,6 +390,10 @@ class CudaVecEnv:
             return self.obs, {}
         fill_reset_requests(seed, self._requests, self._seeds)
         keep_unmasked(self._requests, mask)
+        if self._construction_seed is not None:
+            self._construction_seed.apply(seed, self._requests, self._seeds)
+            keep_unmasked(self._requests, mask)
+            self._construction_seed.reset_done(self._requests)
         self._requests_dev.copy_(torch.from_numpy(self._requests))
         self._seeds_dev.copy_(torch.from_numpy(self._seeds.view(np.int64)))
         with torch.cuda.device(self.device):
@@ -441,6 +450,8 @@ class CudaVecEnv:
             self._pool.step(a)
         else:
             a = self._actions_tensor(actions)
+            if self._construction_seed is not None:
+                self._construction_seed.stepped()
             final = self.final_obs.data_ptr() if self.final_obs is not None else 0
             args = (self.env_states.data_ptr(), self.episodes.data_ptr(), self.num_envs,
                     a.data_ptr(), self.obs.data_ptr(), self.rewards.data_ptr(),

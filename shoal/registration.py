@@ -28,8 +28,8 @@ gymnasium.make adds a TimeLimit that ends episodes on the same step
 (wrappers that need a TimeLimit, such as TimeAwareObservation, find one).
 gymnasium.make(..., max_episode_steps=n) can only shorten episodes
 (n < 500): the C limit still ends them at 500, and the entry point never
-sees n to refuse it; the native vector env rejects any value other than
-the C limit. The library-backed envs (MuJoCo, Atari) take
+sees n to refuse it; the native vector env takes n <= 500 (its vector loop
+truncates there) and refuses a longer one. The library-backed envs (MuJoCo, Atari) take
 max_episode_steps as a keyword, so their ids are registered as gymnasium's
 own are: with their default limit (HalfCheetah 1000, Atari none), which
 gymnasium.make enforces with a TimeLimit over an env with no limit of its
@@ -37,7 +37,10 @@ own (any n works, longer ones too), and make_vec passes to the native pool.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium
+import numpy as np
 
 from shoal.envs import names, spec
 
@@ -49,6 +52,29 @@ def gym_id(env_name: str) -> str:
     "shoal/HalfCheetah-v5" (MuJoCo envs carry gymnasium's version)."""
     env_spec = spec(env_name)
     return f"{NAMESPACE}/{env_spec.name}-v{env_spec.version}"
+
+
+def sub_env_spec(env_spec) -> gymnasium.envs.registration.EnvSpec:
+    """gymnasium's EnvSpec of one env of a pool of `env_spec` (shoal's
+    EnvSpec, maybe configured): the registered id's, with the pool's
+    changed env keyword arguments and its step limit, as
+    gymnasium.make(id, **kwargs).spec reports them (a vector env's
+    get_attr("spec"))."""
+    registered = gymnasium.spec(gym_id(env_spec.name))
+    defaults = spec(env_spec.name).env_kwargs
+    missing = object()
+
+    def same(a, b) -> bool:
+        try:
+            return bool(np.all(a == b)) and np.shape(a) == np.shape(b)
+        except (TypeError, ValueError):
+            return False
+    changed = {key: value for key, value in env_spec.env_kwargs.items()   # the limit: below
+               if key != "max_episode_steps" and not same(defaults.get(key, missing), value)}
+    if not changed and registered.max_episode_steps == env_spec.max_episode_steps:
+        return registered
+    return dataclasses.replace(registered, kwargs={**registered.kwargs, **changed},
+                               max_episode_steps=env_spec.max_episode_steps)
 
 
 def make_native_vector_env(num_envs: int = 1, env_name: str = "CartPole", **kwargs):

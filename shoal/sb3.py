@@ -35,7 +35,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import gymnasium
 import numpy as np
 
 try:
@@ -46,7 +45,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
 
 import shoal
 from shoal.pool import render
-from shoal.registration import gym_id
+from shoal.registration import sub_env_spec
 
 
 def sb3_dones_and_infos(terminated, truncated, info: dict) -> tuple[np.ndarray, list[dict[str, Any]]]:
@@ -186,7 +185,7 @@ class ShoalVecEnv(_SameStepVecEnv):
         info_of = getattr(binding, "info", None)
         self._info_keys = set(info_of(self.pool.env_states)) if info_of is not None else set()
         self._reset_info_keys = frozenset(getattr(binding, "RESET_INFO_KEYS", ()))
-        self.spec = gymnasium.spec(gym_id(self.env_spec.name))  # gymnasium's, as SB3's wrappers expect
+        self.spec = sub_env_spec(self.env_spec)  # gymnasium's, as SB3's wrappers expect
         super().__init__(self.pool.num_rows, self.pool.single_observation_space,
                          self.pool.single_action_space)
 

@@ -115,7 +115,11 @@ def test_ctrl_c_as_a_worker_starts_leaves_no_worker(kind, context, monkeypatch, 
     """Ctrl-C arriving just after a worker's fork, before the pool has
     listed it (a real SIGINT, sent from inside Process.start), ends the
     construction with KeyboardInterrupt and no worker left: Workers.start
-    holds the signal until the worker is listed."""
+    defers the handler until the worker is listed. Another thread runs
+    meanwhile, as torch's do: the signal may land on it."""
+    other_thread_done = threading.Event()
+    other_thread = threading.Thread(target=other_thread_done.wait, daemon=True)
+    other_thread.start()
     started = []
     real_start = multiprocessing.process.BaseProcess.start
 
@@ -134,6 +138,8 @@ def test_ctrl_c_as_a_worker_starts_leaves_no_worker(kind, context, monkeypatch, 
                 AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 4, num_workers=4, context=context)
     finally:
         signal.signal(signal.SIGINT, previous)
+        other_thread_done.set()
+        other_thread.join()
     assert len(started) == 2
     assert wait_until(lambda: not any(p.is_alive() for p in started if p._popen), 5.0)
 

@@ -445,3 +445,32 @@ def test_library_env_step_infos_equal_syncs(mode, env_id, library, steps, kwargs
     finally:
         native.close()
         sync.close()
+
+
+@pytest.mark.parametrize("env_id, kwargs", [
+    ("shoal/CartPole-v0", {"max_episode_steps": 50}),
+    ("shoal/HalfCheetah-v5", {"ctrl_cost_weight": 0.2, "max_episode_steps": 100}),
+])
+def test_sub_env_spec_carries_the_pools_kwargs_and_limit(env_id, kwargs):
+    """get_attr("spec") is what gymnasium.make(id, **kwargs).spec is in sync
+    mode: the pool's keyword arguments and step limit, not the registry's
+    defaults (SB3's ShoalVecEnv reports the same)."""
+    if "HalfCheetah" in env_id:
+        pytest.importorskip("mujoco")
+    from shoal.sb3 import ShoalVecEnv
+    native = gymnasium.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point",
+                                backend="serial", **kwargs)
+    sync = gymnasium.make_vec(env_id, num_envs=2, vectorization_mode="sync", **kwargs)
+    sb3 = ShoalVecEnv(env_id.split("/")[1].split("-")[0], 2, backend="serial", **kwargs)
+    try:
+        theirs = sync.get_attr("spec")[0]
+        for ours in (native.get_attr("spec")[0], sb3.get_attr("spec")[0]):
+            assert (ours.id, ours.max_episode_steps, ours.kwargs) == \
+                (theirs.id, theirs.max_episode_steps, theirs.kwargs) == \
+                (env_id, kwargs["max_episode_steps"], {**gymnasium.spec(env_id).kwargs, **{
+                    k: v for k, v in kwargs.items() if k != "max_episode_steps"}})
+            assert gymnasium.make(ours).spec.max_episode_steps == kwargs["max_episode_steps"]
+    finally:
+        native.close()
+        sync.close()
+        sb3.close()

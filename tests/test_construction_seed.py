@@ -1,0 +1,74 @@
+"""A pool's constructor seed means what EnvPool's make(seed=s) means: the
+first reset without a seed, before any step, is the seeded reset
+(pool/contract.py, ConstructionSeed); later resets go on with each env's RNG."""
+import numpy as np
+import pytest
+
+import shoal
+from shoal.pool import NativeVectorEnv
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("CartPole", dict(backend="serial")),
+    ("CartPole", dict(num_workers=2)),
+    ("Snake", dict(num_workers=2, parent_share=False)),
+    ("Hopper", dict(backend="serial")),
+])
+def test_first_reset_without_a_seed_is_the_seeded_one(name, kwargs):
+    if name == "Hopper":
+        pytest.importorskip("mujoco")
+    with shoal.make(name, 4, seed=5, **kwargs) as pool, shoal.make(name, 4, seed=0, **kwargs) as reference:
+        seeded = reference.reset(seed=5)[0].copy()
+        first = pool.reset()[0].copy()
+        np.testing.assert_array_equal(first, seeded)
+        second = pool.reset()[0].copy()                  # goes on: a new episode
+        again = reference.reset()[0].copy()
+        np.testing.assert_array_equal(second, again)
+        if name != "Snake":                              # Snake's start may repeat
+            assert not np.array_equal(second, first)
+        # after a step, a reset without a seed goes on as well
+        actions = np.zeros(pool.action_space.shape, pool.action_space.dtype)
+        pool.step(actions)
+        reference.step(actions)
+        np.testing.assert_array_equal(pool.reset()[0], reference.reset()[0])
+
+
+def test_a_step_first_ends_it_and_partial_resets_use_it_per_env():
+    with shoal.make("CartPole", 4, backend="serial", seed=5) as pool, \
+            shoal.make("CartPole", 4, backend="serial", seed=0) as reference:
+        seeded = reference.reset(seed=5)[0].copy()
+        part, info = pool.reset([2, 0])                  # envs 2 and 0: their seeded reset
+        np.testing.assert_array_equal(part, seeded[[2, 0]])
+        whole = pool.reset()[0].copy()                   # 1 and 3 seeded now, 0 and 2 go on
+        np.testing.assert_array_equal(whole[[1, 3]], seeded[[1, 3]])
+        assert not np.array_equal(whole[[0, 2]], seeded[[0, 2]])
+    with shoal.make("CartPole", 4, backend="serial", seed=5) as pool:
+        construction = pool.obs.copy()
+        np.testing.assert_array_equal(construction, seeded)
+        pool.step(np.zeros(4, np.int32))
+        assert not np.array_equal(pool.reset()[0], seeded)
+
+
+def test_async_reset_and_the_vector_env_views():
+    with shoal.make("CartPole", 4, batch_size=2, num_workers=2, seed=5) as pool, \
+            shoal.make("CartPole", 4, backend="serial", seed=0) as reference:
+        seeded = reference.reset(seed=5)[0].copy()
+        pool.async_reset()
+        for _ in range(2):
+            obs, *_, info = pool.recv()
+            np.testing.assert_array_equal(obs, seeded[info["env_id"]])
+            pool.send(np.zeros(2, np.int32))
+    env = NativeVectorEnv("CartPole", 4, backend="serial", seed=5)
+    try:
+        np.testing.assert_array_equal(env.reset()[0], seeded)
+    finally:
+        env.close()
+    torch = pytest.importorskip("torch")
+    from shoal.cuda import CudaVecEnv
+    cuda_face = CudaVecEnv("CartPole", 4, device="cpu", seed=5)
+    try:
+        np.testing.assert_array_equal(cuda_face.reset()[0].numpy(), seeded)
+        cuda_face.step(torch.zeros(4, dtype=torch.int32))
+        assert not np.array_equal(cuda_face.reset()[0].numpy(), seeded)
+    finally:
+        cuda_face.close()
