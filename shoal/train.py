@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import itertools
 import json
 import math
@@ -367,15 +368,19 @@ class RewardScaler:
         self.mean, self.var, self.count = 0.0, 1.0, 0.0
         self.returns = None  # made on the first call, of the rewards' kind
 
-    def __call__(self, rows: slice, rewards, dones):
-        """The scaled rewards of `rows`, whose step ended episodes where dones is 1."""
+    def __call__(self, rows: slice, rewards, dones, present=None):
+        """The scaled rewards of `rows`, whose step ended episodes where dones
+        is 1; only the rows where `present` (the pool's masks; None: all)
+        count in the statistics: an absent agent's zeros are no rewards."""
         if self.returns is None:
             self.returns = (np.zeros(self.rows) if isinstance(rewards, np.ndarray) else
                             torch.zeros(self.rows, dtype=torch.float64, device=rewards.device))
         returns = self.returns[rows] * self.gamma + rewards
-        mean = float(returns.mean())
-        self.mean, self.var, self.count = merge_moments(self.mean, self.var, self.count, mean,
-                                                        float(((returns - mean) ** 2).mean()), len(returns))
+        counted = returns if present is None else returns[present != 0]
+        if len(counted):
+            mean = float(counted.mean())
+            self.mean, self.var, self.count = merge_moments(self.mean, self.var, self.count, mean,
+                                                            float(((counted - mean) ** 2).mean()), len(counted))
         self.returns[rows] = returns * (1 - dones)
         return (rewards / math.sqrt(self.var + 1e-8)).clip(-self.clip, self.clip)
 
@@ -486,7 +491,8 @@ class Rollout:
                 self._count_games(info, trunc)
             self.rewards_np[t - 1, rows] = rew
             if self.scale_rewards is not None:
-                self.rewards_np[t - 1, rows] = self.scale_rewards(rows, rew, self.dones_np[t, rows])
+                self.rewards_np[t - 1, rows] = self.scale_rewards(rows, rew, self.dones_np[t, rows],
+                                                                  self.masks_np[t, rows])
         if self.bootstrap and trunc.any():
             # A truncated episode did not end: its last reward also earns gamma * V(last obs).
             idx = np.flatnonzero(trunc & ~term)
@@ -501,9 +507,14 @@ class Rollout:
                 self.rewards_np[t - 1, rows.start + idx] += self.gamma * v.cpu().numpy()
 
     def _count_games(self, info: dict, trunc: np.ndarray) -> None:
-        envs = info["env_id"]
-        self.game_scores[envs] += info["reward"]
-        ended = envs[(info["terminated"] != 0) | trunc]   # game over, or cut at the frame limit
+        envs, reward, game_over = info["env_id"], info["reward"], info["terminated"]
+        finished = info.get("_final_obs")
+        if finished is not None and finished.any():
+            # SAME_STEP: a finished episode's step is final_info's; info holds its env's reset
+            reward = np.where(finished, info["final_info"]["reward"], reward)
+            game_over = np.where(finished, info["final_info"]["terminated"], game_over)
+        self.game_scores[envs] += reward
+        ended = envs[(game_over != 0) | trunc]   # game over, or cut at the frame limit
         if len(ended):
             self.games[0] += len(ended)
             self.games[1] += float(self.game_scores[ended].sum())
@@ -598,7 +609,8 @@ class DeviceRollout(Rollout):
                 return
             self.rewards[t - 1].copy_(env.rewards)
             if self.scale_rewards is not None:
-                self.rewards[t - 1] = self.scale_rewards(slice(None), self.rewards[t - 1], self.dones[t])
+                self.rewards[t - 1] = self.scale_rewards(slice(None), self.rewards[t - 1], self.dones[t],
+                                                         self.masks[t])
         if self.bootstrap:
             # A truncated episode did not end: its last reward also earns gamma * V(last obs).
             idx = torch.nonzero(env.truncations & ~env.terminals).flatten()
@@ -801,7 +813,7 @@ def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: 
                 if not np.isnan(returns).any():
                     break
             unfinished = np.isnan(returns)  # count what they have so far
-            returns[unfinished] = eps["return_sum"][unfinished]
+            returns[unfinished] = eps["episode_return"][unfinished]
         finally:
             pool.close()
         return {"mean_return": float(np.mean(returns)), "mean_length": float(np.nanmean(lengths))
@@ -903,9 +915,13 @@ def save_checkpoint(path: str, policy, optimizer, cfg: dict, progress: dict,
             "config": cfg, "progress": dict(progress), "torch_rng": torch.get_rng_state()}
     if reward_scaler is not None:
         ckpt["reward_rms"] = reward_scaler.state_dict()
+    # Serialized in memory first: torch.save writing to the file itself turns
+    # a full disk into a RuntimeError of its own; a plain write raises the OSError.
+    buffer = io.BytesIO()
+    torch.save(ckpt, buffer)
     try:
         with open(tmp, "wb") as f:
-            torch.save(ckpt, f)
+            f.write(buffer.getbuffer())
             f.flush()
             os.fsync(f.fileno())  # the rename must not reach the disk before the data
         os.replace(tmp, path)
@@ -1371,6 +1387,9 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     if ckpt is not None:
         load_policy_state(policy, ckpt["policy"], resume)
         optimizer.load_state_dict(ckpt["optimizer"])
+        # The saved state holds the lr of the last update; this run's [train]
+        # learning_rate rules (annealing, if on, resets it before each update).
+        optimizer.param_groups[0]["lr"] = tc["learning_rate"]
         progress.update(ckpt["progress"])
         if "torch_rng" in ckpt:
             torch.set_rng_state(ckpt["torch_rng"])

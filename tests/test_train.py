@@ -1,4 +1,5 @@
 """shoal.train: PPO learns CartPole, checkpoints resume, masks are honoured, every env trains."""
+import csv
 import glob
 import os
 import types
@@ -33,6 +34,30 @@ def test_cartpole_return_clearly_improves(tmp_path):
     assert os.path.exists(tmp_path / "log.csv") and os.path.exists(tmp_path / "config.ini")
     rows = (tmp_path / "log.csv").read_text().splitlines()
     assert rows[0].startswith("train_seconds,global_step") and len(rows) >= 2
+
+
+def test_evaluation_counts_an_unfinished_episode_by_its_return_so_far():
+    """Episodes cut by max_steps count the return they have so far: CartPole
+    pays 1 a step and cannot fall within 5 steps, so each return is 5."""
+    torch.manual_seed(0)
+    policy = train.Policy(train.shoal.env_spec("cartpole"))
+    result = train.evaluate(policy, "cartpole", 4, seed=0, max_steps=5)
+    np.testing.assert_array_equal(result["returns"], [5.0] * 4)
+    assert np.isnan(result["mean_length"])   # of finished episodes: none
+
+
+def test_resume_takes_this_runs_learning_rate(tmp_path):
+    """Without annealing, the resumed run's [train] learning_rate is the one
+    used, not the lr saved in the optimizer state."""
+    first = train.train(small("cartpole", "--train.total-timesteps", "1024", "--train.anneal-lr", "false"),
+                        run_dir=str(tmp_path / "a"))
+    assert train.load_checkpoint(first["checkpoint"])["optimizer"]["param_groups"][0]["lr"] == 3e-3
+    resumed = train.train(small("cartpole", "--train.total-timesteps", "2048", "--train.anneal-lr", "false",
+                                "--train.learning-rate", "1e-5"),
+                          resume=first["checkpoint"], run_dir=str(tmp_path / "b"))
+    assert train.load_checkpoint(resumed["checkpoint"])["optimizer"]["param_groups"][0]["lr"] == 1e-5
+    with open(tmp_path / "b" / "log.csv") as f:
+        assert float(list(csv.DictReader(f))[-1]["learning_rate"]) == 1e-5
 
 
 def test_same_seed_same_result(tmp_path):

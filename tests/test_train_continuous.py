@@ -145,6 +145,22 @@ def test_reward_scaler_divides_by_the_std_of_the_discounted_return(kind):
     assert (again.mean, again.var, again.count) == (scaler.mean, scaler.var, scaler.count)
 
 
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_reward_scaler_counts_present_rows_only(kind):
+    """Absent agent rows (mask 0, reward 0: Drive's cars that left) are not
+    rewards: the statistics are those of the present rows alone."""
+    as_kind = (lambda x: np.asarray(x, np.float32)) if kind == "numpy" else \
+        (lambda x: torch.as_tensor(x, dtype=torch.float32))
+    rng = np.random.default_rng(2)
+    masked, alone = train.RewardScaler(4, 0.9, clip=10.0), train.RewardScaler(2, 0.9, clip=10.0)
+    present = np.array([1.0, 0.0, 1.0, 0.0], np.float32)   # the rollout's float masks
+    for _ in range(10):
+        rew = rng.normal(3.0, 2.0, 4) * present
+        masked(slice(None), as_kind(rew), as_kind(np.zeros(4)), as_kind(present))
+        alone(slice(None), as_kind(rew[[0, 2]]), as_kind(np.zeros(2)))
+    assert (masked.count, masked.mean, masked.var) == pytest.approx((alone.count, alone.mean, alone.var))
+
+
 # ---------------------------------------------------------------------------
 # Config
 # ---------------------------------------------------------------------------

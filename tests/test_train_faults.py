@@ -275,6 +275,34 @@ def test_failed_save_keeps_the_old_checkpoint(run32, tmp_path, monkeypatch):
     assert open(path, "rb").read() == before and no_temp_files(tmp_path)
 
 
+def test_a_file_size_limit_midway_is_an_oserror_and_keeps_the_old_checkpoint(run32, tmp_path):
+    """A write that fails half way through the checkpoint, as a disk filling
+    up does (here RLIMIT_FSIZE at half its size: EFBIG): an OSError, which
+    the trainer turns into a warning. torch.save writing to the file itself
+    raised its own RuntimeError ("unexpected pos") there instead."""
+    import resource
+    path = str(tmp_path / "checkpoint.pt")
+    _, cfg = train.policy_from_checkpoint(train.load_checkpoint(run32["checkpoint"]))
+    policy = torch.nn.Linear(512, 512)   # 1 MB of weights: torch.save writes them in one piece
+    opt = torch.optim.Adam(policy.parameters())
+    train.save_checkpoint(path, policy, opt, cfg, {"update": 1})
+    before = open(path, "rb").read()
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # else the process is killed
+    resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) // 2, limits[1]))
+    try:
+        with pytest.raises(OSError) as failure:
+            train.save_checkpoint(path, policy, opt, cfg, {"update": 2})
+        with pytest.raises(OSError, match=r"could not write the final checkpoint .*"
+                                          r"the last one saved is still at"):
+            train.save_final_checkpoint(path, policy, opt, cfg, {"update": 2})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, previous)
+    assert failure.value.errno == 27   # EFBIG
+    assert open(path, "rb").read() == before and no_temp_files(tmp_path)
+
+
 @pytest.mark.parametrize("interrupted_before", [True, False])
 def test_second_ctrl_c_during_the_final_save(tmp_path, monkeypatch, sigint_raises, interrupted_before):
     """Ctrl-C in the middle of writing the final checkpoint: the save completes,

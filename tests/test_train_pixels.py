@@ -256,6 +256,32 @@ def test_atari_training_logs_whole_games_real_scores(tmp_path):
     assert sum(int(r["episodes"]) for r in rows) >= games
 
 
+def test_game_counting_reads_the_ended_step_of_a_same_step_pool():
+    """The trainer's pools autoreset in SAME_STEP: on a step that ends a
+    life, info's "reward" / "terminated" are the next episode's reset
+    values and the ended step's are in info["final_info"]. Games counted
+    from a real Breakout pool equal those told by the lives left (0: game
+    over) and the unclipped rewards the steps returned."""
+    pytest.importorskip("ale_py")
+    ro = train.Rollout.__new__(train.Rollout)   # only the counters: no pool, no policy
+    ro.game_scores, ro.games = np.zeros(2), [0, 0.0]
+    games, score, scores = 0, np.zeros(2), 0.0
+    rng = np.random.default_rng(0)
+    with train.shoal.make("Breakout", 2, backend="serial", seed=1, autoreset_mode="same_step",
+                          episodic_life=True) as pool:
+        pool.reset(seed=1)
+        for _ in range(900):
+            _, rew, term, trunc, info = pool.step(rng.integers(0, 4, 2))
+            ro._count_games(info, trunc)
+            score += rew
+            over = (term | trunc) & ((info["final_info"]["lives"] == 0) | trunc)
+            games += int(over.sum())
+            scores += float(score[over].sum())
+            score[over] = 0
+    assert games >= 2
+    assert ro.take_game_stats() == [games, scores]
+
+
 def test_game_counting_sums_unclipped_rewards_until_game_over_or_the_frame_limit():
     ro = train.Rollout.__new__(train.Rollout)   # only the counters: no pool, no policy
     ro.game_scores, ro.games = np.zeros(4), [0, 0.0]
