@@ -1490,11 +1490,13 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                 frac = 1.0 - progress["global_step"] / end_step
                 optimizer.param_groups[0]["lr"] = frac * tc["learning_rate"]
             ro.collect()
-            with timers.time("learn"):
+            # A Ctrl-C during the update waits for its end: the checkpoint then
+            # holds whole updates only (weights, Adam state and counters agree).
+            with timers.time("learn"), sigint_deferred() as signalled:
                 losses = ppo_update(policy, optimizer, ro, cfg, dist)
-            # Both counters move at once (one dict.update: no Ctrl-C between them),
-            # and only after the update: an interrupted update counts for neither.
-            progress.update(global_step=progress["global_step"] + batch, update=progress["update"] + 1)
+                # both counters move at once, and only after the update
+                progress.update(global_step=progress["global_step"] + batch, update=progress["update"] + 1)
+            stop_if_signalled(signalled)
 
             s = pool.episode_stats()
             ended = [s["episodes"], s["mean_return"] * s["episodes"], s["mean_length"] * s["episodes"]] \

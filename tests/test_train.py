@@ -2,6 +2,7 @@
 import csv
 import glob
 import os
+import signal
 import types
 
 import numpy as np
@@ -118,6 +119,32 @@ def test_ctrl_c_writes_a_final_checkpoint(tmp_path, monkeypatch):
     # the interrupted update is not counted: steps and updates agree (issue 10, item 6)
     batch = cfg["train"]["num_steps"] * cfg["vec"]["num_envs"]
     assert progress["update"] == 1 and progress["global_step"] == batch * progress["update"]
+
+
+def test_ctrl_c_during_an_update_saves_whole_updates(tmp_path, monkeypatch):
+    """A real SIGINT arriving while an update runs: the update finishes, is
+    counted, and the checkpoint's weights, Adam steps and counters agree."""
+    real = train.ppo_update
+    calls = []
+
+    def ctrl_c_inside(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)   # lands in the middle of this update
+        return real(*args)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)   # ignored under nohup
+    monkeypatch.setattr(train, "ppo_update", ctrl_c_inside)
+    try:
+        cfg = small("cartpole", "--train.total-timesteps", "100000")
+        summary = train.train(cfg, run_dir=str(tmp_path))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert summary["interrupted"] and len(calls) == 2
+    ckpt = train.load_checkpoint(str(tmp_path / "checkpoint.pt"))
+    tc = cfg["train"]
+    assert ckpt["progress"]["update"] == 2
+    assert ckpt["optimizer"]["state"][0]["step"] == 2 * tc["update_epochs"] * tc["num_minibatches"]
 
 
 def fake_rollout(T, R, obs_dim, masks, seed):
