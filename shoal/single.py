@@ -73,6 +73,15 @@ class SingleEnv(gymnasium.Env):
         info = {} if self._info_of is None else one_env_info(self._info_of(self._pool.env_states))
         return obs[0].copy(), float(rewards[0]), bool(terminals[0]), bool(truncations[0]), info
 
+    def get_action_meanings(self) -> list[str]:
+        """Atari envs: each action's name, as ale-py's AtariEnv gives them
+        ("NOOP", "FIRE", ...; SB3's AtariWrapper and CleanRL's FireReset
+        read them). Other envs have none: AttributeError."""
+        action_set = getattr(self._binding, "action_set", None)
+        if action_set is None:
+            raise AttributeError(f"{self._pool.spec.name} has no action meanings (Atari envs have them)")
+        return [action.name for action in action_set]
+
     @property
     def spec_continuous(self) -> bool:
         return self._pool.spec.continuous_action

@@ -341,6 +341,19 @@ def test_writing_into_returned_obs_changes_nothing_later(mode):
         np.testing.assert_array_equal(clean, scribbled, err_msg=f"entry {t}")
 
 
+def test_single_env_action_meanings_are_ale_pys():
+    ours = gymnasium.make("shoal/Breakout-v5")
+    theirs = gymnasium.make("ALE/Breakout-v5")
+    assert ours.unwrapped.get_action_meanings() == theirs.unwrapped.get_action_meanings() \
+        == ["NOOP", "FIRE", "RIGHT", "LEFT"]
+    ours.close()
+    theirs.close()
+    cartpole = gymnasium.make("shoal/CartPole-v0")
+    with pytest.raises(AttributeError, match="CartPole has no action meanings"):
+        cartpole.unwrapped.get_action_meanings()
+    cartpole.close()
+
+
 def test_make_and_make_vec():
     envs = gymnasium.make_vec("shoal/Breakout-v5", num_envs=2, vectorization_mode="vector_entry_point",
                               num_workers=2, stack_num=2, reward_clip=True)
