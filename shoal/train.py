@@ -1457,7 +1457,6 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     last_eval = float("nan")
     episodes, ret_sum, len_sum = 0, 0.0, 0.0
     games, game_sum = 0, 0.0   # whole games' real scores (Atari), between log rows
-    ep_mean_return, ep_mean_length = float("nan"), float("nan")
     losses: dict = {}
     clock, base_seconds = None, progress["train_seconds"]
 
@@ -1526,8 +1525,9 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                 continue
             if now - last_log >= tc["log_interval"] or done:
                 steps = progress["global_step"] - log_steps
-                if episodes:
-                    ep_mean_return, ep_mean_length = ret_sum / episodes, len_sum / episodes
+                # the episodes ended since the last row (none: NaN, not the last row's again)
+                ep_mean_return, ep_mean_length = (ret_sum / episodes, len_sum / episodes) if episodes \
+                    else (float("nan"), float("nan"))
                 row = {"train_seconds": now, "global_step": progress["global_step"],
                        "sps": steps / max(now - last_log, 1e-9), "episodes": episodes,
                        "mean_return": ep_mean_return, "mean_length": ep_mean_length,

@@ -61,6 +61,21 @@ def test_resume_takes_this_runs_learning_rate(tmp_path):
         assert float(list(csv.DictReader(f))[-1]["learning_rate"]) == 1e-5
 
 
+def test_log_rows_without_ended_episodes_have_no_mean_return(tmp_path):
+    """A row's mean_return / mean_length are those of the episodes ended
+    since the row before: NaN where none did, not the last row's again."""
+    cfg = small("cartpole", "--vec.num-envs", "1", "--vec.num-batches", "1", "--vec.backend", "serial",
+                "--train.num-steps", "8", "--train.num-minibatches", "1", "--train.total-timesteps", "400",
+                "--train.log-interval", "0")
+    train.train(cfg, run_dir=str(tmp_path))
+    with open(tmp_path / "log.csv") as f:
+        rows = list(csv.DictReader(f))
+    quiet = [r for r in rows if int(r["episodes"]) == 0]
+    assert quiet and any(int(r["episodes"]) for r in rows)
+    assert all(np.isnan(float(r["mean_return"] or "nan")) and np.isnan(float(r["mean_length"] or "nan"))
+               for r in quiet)
+
+
 def test_same_seed_same_result(tmp_path):
     cfg = small("cartpole", "--train.total-timesteps", "2048")
     a = train.train(cfg, run_dir=str(tmp_path / "a"))
