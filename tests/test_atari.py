@@ -31,7 +31,8 @@ def reference(game: str, **kwargs):
     env = gymnasium.make(f"ALE/{game}-v5", frameskip=1,
                          repeat_action_probability=kw["repeat_action_probability"],
                          full_action_space=kw["full_action_space"],
-                         max_num_frames_per_episode=kw["max_num_frames_per_episode"])
+                         max_num_frames_per_episode=kw["max_num_frames_per_episode"],
+                         mode=kw["mode"], difficulty=kw["difficulty"])
     env = AtariPreprocessing(env, frame_skip=kw["frameskip"], noop_max=kw["noop_max"],
                              terminal_on_life_loss=kw["terminal_on_life_loss"],
                              screen_size=(kw["img_width"], kw["img_height"]),
@@ -100,6 +101,8 @@ def compare_with_gymnasium(game: str, steps: int, seed: int, **kwargs) -> int:
     # Full action space, another frame skip, few no-ops, clipped rewards.
     ("MsPacman", 150, 5, dict(full_action_space=True, frameskip=3, noop_max=5, reward_clip=True,
                               repeat_action_probability=0.0), 0),
+    # Another game mode and difficulty (ALE's, set after each ROM load).
+    ("Pong", 150, 8, dict(mode=1, difficulty=1, repeat_action_probability=0.0), 0),
     # No frame skip (nothing to max-pool), no frame stack.
     ("Seaquest", 150, 6, dict(frameskip=1, stack_num=1, noop_max=0), 0),
 ])
@@ -281,6 +284,13 @@ def test_spaces_and_options():
             shoal.envs.spec("Pong", **bad)
     with pytest.raises(ValueError, match="exclude each other"):
         shoal.envs.spec("Breakout", episodic_life=True, terminal_on_life_loss=True)
+    for bad in (dict(mode=-1), dict(difficulty=1.0), dict(mode="1")):
+        with pytest.raises(ValueError, match="must be an int >= 0"):
+            shoal.envs.spec("Pong", **bad)
+    with pytest.raises(ValueError, match=r"Pong: mode=99 is not one of the game's modes \[0, 1\]"):
+        shoal.make("Pong", 1, backend="serial", mode=99)
+    with pytest.raises(ValueError, match=r"Pong: difficulty=5 is not one of the game's difficulties \[0, 1, 2, 3\]"):
+        shoal.make("Pong", 1, backend="serial", difficulty=5)
 
 
 # ---- pools, ids ----------------------------------------------------------------------------

@@ -64,7 +64,9 @@ noop_max=30, stack_num=4, img_height=84, img_width=84, gray_scale=True,
 episodic_life=False, terminal_on_life_loss=False, reward_clip=False,
 use_fire_reset=False, full_action_space=False,
 max_num_frames_per_episode=108000, max_episode_steps=None (a step limit, as
-gymnasium's TimeLimit; EnvPool's default is 27000).
+gymnasium's TimeLimit; EnvPool's default is 27000), mode=None and
+difficulty=None (the game's mode and difficulty, as gymnasium's: None is
+the ROM's default; another must be one the ROM has).
 
 use_fire_reset defaults to False, unlike EnvPool (True): the default env is
 then gymnasium's v5 stack, which has no fire start. EnvPool's v5 defaults
@@ -103,6 +105,11 @@ DEFAULT_KWARGS = {
     # A step limit as gymnasium's TimeLimit (and EnvPool's max_episode_steps):
     # None, gymnasium's v5 default, leaves only the frame limit above.
     "max_episode_steps": None,
+    # The game's mode and difficulty (ALE's, as gymnasium's AtariEnv takes
+    # them; None: the ROM's default). Checked against the ROM's own lists
+    # when the env is made.
+    "mode": None,
+    "difficulty": None,
 }
 
 EMULATOR_FPS = 60
@@ -134,6 +141,9 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
         name, "max_num_frames_per_episode", merged["max_num_frames_per_episode"], 0)
     if merged["max_episode_steps"] is not None:
         merged["max_episode_steps"] = _int_at_least(name, "max_episode_steps", merged["max_episode_steps"], 1)
+    for key in ("mode", "difficulty"):
+        if merged[key] is not None:
+            merged[key] = _int_at_least(name, key, merged[key], 0)
     p = merged["repeat_action_probability"]
     if isinstance(p, bool) or not isinstance(p, (int, float, np.number)) or not 0.0 <= p <= 1.0:
         raise ValueError(f"{name}: repeat_action_probability must be in [0, 1], got {p!r}")

@@ -347,6 +347,7 @@ cdef class AtariGame:
     cdef object episode_frame_number, frame_number
     cdef object action_set, noop, fire, rom_path
     cdef object np_random
+    cdef object mode, difficulty            # None: the ROM's default
     cdef object frames                      # [latest frame, the one before]: the max-pool pair
     cdef object maximum
     cdef AreaResize resize                  # the screen -> obs frame resize
@@ -396,6 +397,7 @@ cdef class AtariGame:
         self.life_loss_ends = kwargs["episodic_life"] or kwargs["terminal_on_life_loss"]
         self.continue_after_life_loss = kwargs["episodic_life"]
         self.reward_clip = kwargs["reward_clip"]
+        self.mode, self.difficulty = kwargs["mode"], kwargs["difficulty"]
         self.max_steps = kwargs["max_episode_steps"] or 0
         self.elapsed_steps = 0
         self.seeded = False
@@ -408,6 +410,10 @@ cdef class AtariGame:
         self.np_random, _ = seeding.np_random(int(np_seed))
         self.ale.setInt("random_seed", np.int32(ale_seed))
         self.ale.loadROM(self.rom_path)
+        if self.mode is not None:          # set after each load, as gymnasium's load_game
+            self.ale.setMode(self.mode)
+        if self.difficulty is not None:
+            self.ale.setDifficulty(self.difficulty)
         self.seeded = True
         self.life_lost = False
         return 0
@@ -782,6 +788,11 @@ class AtariBinding:
         # One emulator per process reads what the game is: its action set and screen.
         probe = _new_emulator(ale_py, kwargs)
         probe.loadROM(self.rom_path)
+        for key, plural, available in (("mode", "modes", probe.getAvailableModes()),
+                                       ("difficulty", "difficulties", probe.getAvailableDifficulties())):
+            if kwargs[key] is not None and kwargs[key] not in list(available):
+                raise ValueError(f"{spec.name}: {key}={kwargs[key]} is not one of the game's "
+                                 f"{plural} {sorted(int(x) for x in available)}")
         actions = probe.getLegalActionSet() if kwargs["full_action_space"] else probe.getMinimalActionSet()
         self.action_set = tuple(actions)
         self.fire_start = kwargs["use_fire_reset"] and ale_py.Action.FIRE in self.action_set
