@@ -107,8 +107,13 @@ SHOAL_FN void SHOAL_V(slot_step)(SHOAL_ENV_T* env, shoal_episode* ep,
             SHOAL_V(slot_reset)(env, ep, obs, rew, term, trunc, mask);
         } else {
             /* DISABLED, stepped past a done without a reset: the env goes on
-             * as its header says, but no episode is counted again. */
+             * as its header says, but no episode is counted again. The
+             * pool's limit, as gymnasium's TimeLimit, keeps truncating once
+             * its count is reached (episode_length is zeroed by a reset). */
             SHOAL_V(step)(env, act, obs, rew, term, trunc, mask);
+            ep->episode_length += 1;
+            if (ep->step_limit > 0 && ep->episode_length >= ep->step_limit)
+                for (int a = 0; a < SHOAL_V(agents); a++) trunc[a] = (uint8_t)(trunc[a] || mask[a]);
         }
         return;
     }
@@ -117,10 +122,10 @@ SHOAL_FN void SHOAL_V(slot_step)(SHOAL_ENV_T* env, shoal_episode* ep,
     for (int a = 0; a < SHOAL_V(agents); a++) step_return += rew[a];
     ep->episode_return += step_return;
     ep->episode_length += 1;
-    if (!over && ep->step_limit > 0 && ep->episode_length >= ep->step_limit) {
-        /* The pool's time limit: every present agent still in the episode
-         * is truncated, as a header truncates at its own limit. */
-        for (int a = 0; a < SHOAL_V(agents); a++) trunc[a] = (uint8_t)(mask[a] && !term[a]);
+    if (ep->step_limit > 0 && ep->episode_length >= ep->step_limit) {
+        /* The pool's time limit, as gymnasium's TimeLimit: every present
+         * row is truncated, terminated on this step or not. */
+        for (int a = 0; a < SHOAL_V(agents); a++) trunc[a] = (uint8_t)(trunc[a] || mask[a]);
         over = 1;
     }
     if (!over) return;
@@ -129,8 +134,8 @@ SHOAL_FN void SHOAL_V(slot_step)(SHOAL_ENV_T* env, shoal_episode* ep,
     ep->return_sum += ep->episode_return;
     ep->length_sum += ep->episode_length;
     ep->episode_return = 0.0;
-    ep->episode_length = 0;
     if (mode == SHOAL_SAME_STEP) {
+        ep->episode_length = 0;   /* NEXT_STEP / DISABLED: zeroed by the reset */
         if (final_obs) {
             const int n = SHOAL_V(agents) * SHOAL_VEC_OBS_SIZE(env);
             for (int k = 0; k < n; k++) final_obs[k] = obs[k];

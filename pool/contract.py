@@ -101,7 +101,8 @@ class ConstructionSeed:
     resets every env with it at construction, and a reset without a seed
     of an env not stepped since then gives that same seeded reset again,
     so make(seed=s) then reset() starts where make() then reset(seed=s)
-    does (EnvPool's first reset is its seeded one). Any step ends it."""
+    does (EnvPool's first reset is its seeded one). Any step, of any env,
+    ends it for every env."""
 
     def __init__(self, seed: int, num_envs: int):
         self.seed = seed
@@ -109,11 +110,13 @@ class ConstructionSeed:
 
     def apply(self, seed, requests: np.ndarray, seeds: np.ndarray) -> None:
         """After fill_reset_requests(seed, ...): reseed the unstepped envs
-        with the construction seed when the reset has no seed of its own."""
-        fresh = self.unstepped
-        if seed is None and fresh is not None:
-            requests[fresh] = RESEED
-            seeds[fresh] = np.uint64(self.seed) + np.flatnonzero(fresh).astype(np.uint64)
+        whose reset has no seed of its own (seed None, or a None entry of
+        a sequence: requests RESET) with the construction seed."""
+        if self.unstepped is None:
+            return
+        fresh = np.flatnonzero(self.unstepped & (requests == RESET))
+        requests[fresh] = RESEED
+        seeds[fresh] = np.uint64(self.seed) + fresh.astype(np.uint64)
 
     def reset_done(self, requests: np.ndarray) -> None:
         """After a reset's requests are final (masked): the envs it resets

@@ -49,6 +49,18 @@ def test_a_step_first_ends_it_and_partial_resets_use_it_per_env():
         assert not np.array_equal(pool.reset()[0], seeded)
 
 
+def test_none_entries_of_a_seed_sequence_are_unseeded_resets():
+    """A sequence's None entry is no seed for that env, as seed=None is: the
+    construction's seeded reset where the env is unstepped."""
+    with shoal.make("CartPole", 4, backend="serial", seed=5) as pool, \
+            shoal.make("CartPole", 4, backend="serial", seed=0) as reference:
+        seeded = reference.reset(seed=5)[0].copy()
+        seven = reference.reset(seed=[None, 7, None, None])[0].copy()   # env 1 seeded 7
+        got = pool.reset(seed=[None, 7, None, None])[0]
+        np.testing.assert_array_equal(got[[0, 2, 3]], seeded[[0, 2, 3]])
+        np.testing.assert_array_equal(got[1], seven[1])
+
+
 def test_async_reset_and_the_vector_env_views():
     with shoal.make("CartPole", 4, batch_size=2, num_workers=2, seed=5) as pool, \
             shoal.make("CartPole", 4, backend="serial", seed=0) as reference:

@@ -1,8 +1,8 @@
 """max_episode_steps on header envs: a step limit shorter than the header's.
 
 The vector loop (envs/shoal_vec.h, slot_step) truncates an env whose episode
-reaches shoal_episode.step_limit: every present agent not terminated on that
-step gets truncated, as the headers do at their own limit. The pool writes
+reaches shoal_episode.step_limit: every present row gets truncated, whether
+it also terminated on that step or not, as gymnasium's TimeLimit does. The pool writes
 the limit once (pool/layout.py, pool_step_limit); it is 0 (none) where the
 header's own limit applies.
 """
@@ -67,9 +67,8 @@ def test_limit_equals_a_python_time_limit(name, limit, steps):
             length[stepped] += 1
             over = ref.episodes["needs_reset"].astype(bool) & ~ends_next
             for i in stepped:
-                if not over[i] and length[i] == limit:
-                    present = ref.masks[rows(i)] & ~expected[2][rows(i)]
-                    expected[3][rows(i)] = present
+                if length[i] == limit:   # TimeLimit: every present row, terminated or not
+                    expected[3][rows(i)] |= ref.masks[rows(i)]
                     over[i] = True
                     limit_hits += 1
             for what, x, y in zip(("obs", "reward", "terminated", "truncated"),
@@ -111,6 +110,25 @@ def test_make_vec_max_episode_steps_equals_sync_with_time_limit(mode):
     finally:
         native.close()
         sync.close()
+
+
+def test_stepping_past_a_done_keeps_truncating_as_time_limit():
+    """Autoreset disabled, stepped on after a done without a reset: the
+    limit keeps truncating once reached, as gymnasium's TimeLimit over the
+    single env does, whether the episode ended by the limit or fell first."""
+    for actions in ([1] * 40, [t % 2 for t in range(40)]):   # falls at ~9 steps; balanced: the limit
+        pool = shoal.make("CartPole", 1, backend="serial", autoreset_mode="disabled", max_episode_steps=12)
+        single = gymnasium.make("shoal/CartPole-v0", max_episode_steps=12, disable_env_checker=True)
+        try:
+            np.testing.assert_array_equal(pool.reset(seed=4)[0][0], single.reset(seed=4)[0])
+            for t, a in enumerate(actions):
+                obs, rew, term, trunc, _ = pool.step(np.array([a], np.int32))
+                ref_obs, ref_rew, ref_term, ref_trunc, _ = single.step(a)
+                np.testing.assert_array_equal(obs[0], ref_obs, err_msg=f"step {t}")
+                assert (rew[0], term[0], trunc[0]) == (ref_rew, ref_term, ref_trunc), f"step {t}"
+        finally:
+            pool.close()
+            single.close()
 
 
 def test_multiprocessing_and_cuda_cpu_face_apply_the_limit():
