@@ -31,7 +31,6 @@ MEMFD_NAME = "shoal-pool"  # workers recognise other pools' regions by it (shoal
 CTRL_BYTES = 128  # mirrors `shoal_ctrl` in pool/shoal_sync.h
 
 
-
 def pool_step_limit(spec) -> int:
     """The step limit the vector loop applies on top of the env's own
     (shoal_episode.step_limit): a header env's max_episode_steps where it
