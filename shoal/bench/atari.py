@@ -93,6 +93,7 @@ STANDARD = {
     "img_height": 84, "img_width": 84, "gray_scale": True, "episodic_life": False,
     "terminal_on_life_loss": False, "reward_clip": False, "use_fire_reset": False,
     "full_action_space": False, "max_num_frames_per_episode": 108_000, "max_episode_steps": None,
+    "mode": None, "difficulty": None,   # the ROM's default mode and difficulty, as every contender's
 }
 ENVPOOL_KWARGS = {
     "frame_skip": FRAMESKIP, "repeat_action_probability": 0.25, "noop_max": 30, "stack_num": 4,
