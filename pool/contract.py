@@ -108,23 +108,19 @@ class ConstructionSeed:
         self.seed = seed
         self.unstepped: np.ndarray | None = np.ones(num_envs, dtype=np.bool_)
 
-    def apply(self, seed, requests: np.ndarray, seeds: np.ndarray) -> None:
-        """After fill_reset_requests(seed, ...): reseed the unstepped envs
-        whose reset has no seed of its own (seed None, or a None entry of
-        a sequence: requests RESET) with the construction seed."""
+    def on_reset(self, requests: np.ndarray, seeds: np.ndarray) -> None:
+        """With a reset's requests final (seeded, masked): reseed its
+        unstepped envs that have no seed of their own (seed None, or a None
+        entry of a sequence: request RESET) with the construction seed;
+        every env it resets has then used that seed (a second reset() goes on)."""
         if self.unstepped is None:
             return
         fresh = np.flatnonzero(self.unstepped & (requests == RESET))
         requests[fresh] = RESEED
         seeds[fresh] = np.uint64(self.seed) + fresh.astype(np.uint64)
-
-    def reset_done(self, requests: np.ndarray) -> None:
-        """After a reset's requests are final (masked): the envs it resets
-        have used the construction seed; a second reset() goes on."""
-        if self.unstepped is not None:
-            self.unstepped &= requests == KEEP
-            if not self.unstepped.any():
-                self.unstepped = None
+        self.unstepped &= requests == KEEP
+        if not self.unstepped.any():
+            self.unstepped = None
 
     def stepped(self) -> None:
         self.unstepped = None

@@ -414,8 +414,6 @@ class NativePool:
             fill_reset_requests(seed, np.empty_like(b.reset_requests), np.empty_like(b.seeds))
             self._drop_async_batches()
         fill_reset_requests(seed, b.reset_requests, b.seeds)
-        if self._construction_seed is not None:
-            self._construction_seed.apply(seed, b.reset_requests, b.seeds)
 
     def reset(self, env_id=None, *, seed=None, options: dict | None = None):
         """Reset envs and return the first observations of every row.
@@ -484,7 +482,7 @@ class NativePool:
         self._set_seeds(seed)
         keep_unmasked(self._buffers.reset_requests, mask)
         if self._construction_seed is not None:
-            self._construction_seed.reset_done(self._buffers.reset_requests)
+            self._construction_seed.on_reset(self._buffers.reset_requests, self._buffers.seeds)
         self._run_all(_native.CMD_RESET)
         return self._buffers.obs, self._reset_info()
 
@@ -518,7 +516,7 @@ class NativePool:
             raise ValueError("async_reset() takes no options")
         self._set_seeds(seed)
         if self._construction_seed is not None:
-            self._construction_seed.reset_done(self._buffers.reset_requests)
+            self._construction_seed.on_reset(self._buffers.reset_requests, self._buffers.seeds)
         for batch in range(self.num_batches):
             self._in_flight.append(batch)
             self._start_or_close(batch, _native.CMD_RESET)

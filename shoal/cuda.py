@@ -391,9 +391,7 @@ class CudaVecEnv:
         fill_reset_requests(seed, self._requests, self._seeds)
         keep_unmasked(self._requests, mask)
         if self._construction_seed is not None:
-            self._construction_seed.apply(seed, self._requests, self._seeds)
-            keep_unmasked(self._requests, mask)
-            self._construction_seed.reset_done(self._requests)
+            self._construction_seed.on_reset(self._requests, self._seeds)
         self._requests_dev.copy_(torch.from_numpy(self._requests))
         self._seeds_dev.copy_(torch.from_numpy(self._seeds.view(np.int64)))
         with torch.cuda.device(self.device):

@@ -446,10 +446,10 @@ cdef class AtariGame:
         self.grab(self.frames[0])
         self.frames[1].fill(0)       # as AtariPreprocessing: the pair's older frame is blank
         self.stack_next = 0
-        self.write_frame(obs, False)          # the frame: ring slot 0, last in obs
+        self.push_frame(False)                # the frame, in ring slot 0
         for k in range(1, self.stack_num):    # the stack starts as copies of it
             memcpy(self.stack_address + k * self.frame_bytes, self.stack_address, self.frame_bytes)
-            memcpy(obs + (k - 1) * self.frame_bytes, self.stack_address, self.frame_bytes)
+        self.write_stack(obs)
         self.write_state(env.state, 0.0, False)
         return 0
 
@@ -484,7 +484,8 @@ cdef class AtariGame:
         self.elapsed_steps += 1
         if self.max_steps and self.elapsed_steps >= self.max_steps:
             truncated = True         # gymnasium's TimeLimit: whether or not it also terminated
-        self.write_frame(obs, True)
+        self.push_frame(True)
+        self.write_stack(obs)
         raw = total
         if self.reward_clip:
             total = (total > 0) - (total < 0)
@@ -494,11 +495,10 @@ cdef class AtariGame:
         self.write_state(env.state, raw, ended)
         return terminated or truncated
 
-    cdef int write_frame(self, uint8_t* obs, bint max_pool) except -1:
+    cdef int push_frame(self, bint max_pool) except -1:
         """Put the newest frame (the max-pooled pair resized, INTER_AREA) in
-        the stack's next ring slot, then write the stack to `obs`, oldest
-        frame first."""
-        cdef int k, slot = self.stack_next
+        the stack's next ring slot."""
+        cdef int slot = self.stack_next
         latest = self.frames[0]
         if max_pool and self.frameskip > 1:
             self.maximum(latest, self.frames[1], out=latest)   # in place, as AtariPreprocessing
@@ -509,6 +509,11 @@ cdef class AtariGame:
             screen = latest.reshape(latest.shape[0], -1)
             self.resize.run(&screen[0, 0], screen.shape[1], self.stack_address + slot * self.frame_bytes)
         self.stack_next = (slot + 1) % self.stack_num
+        return 0
+
+    cdef int write_stack(self, uint8_t* obs) except -1:
+        """Write the stack to the obs row `obs`, oldest frame first."""
+        cdef int k, slot
         for k in range(self.stack_num):
             slot = (self.stack_next + k) % self.stack_num
             memcpy(obs + k * self.frame_bytes, self.stack_address + slot * self.frame_bytes,
