@@ -12,6 +12,11 @@ import numpy as np
 
 from shoal.pool.layout import KEEP, RESEED, RESET
 
+# The keys a native pool adds to every info (EnvPool's): which envs the rows
+# are, and each env's steps into its episode. They are the pool's, not an
+# env's: gymnasium's and SB3's per-env infos leave them out.
+POOL_OWN_INFO_KEYS = frozenset({"env_id", "elapsed_step"})
+
 # What a backend remembers of `episodes` between two episode_stats() calls.
 SEEN_DTYPE = np.dtype([("finished", np.int64), ("return_sum", np.float64), ("length_sum", np.int64)])
 

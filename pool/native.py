@@ -254,7 +254,12 @@ class NativePool:
         self._env_ids = [np.arange(b * self.batch_size, (b + 1) * self.batch_size)
                          for b in range(len(self._plan))]
         self._all_env_ids = np.arange(num_envs)   # info["env_id"] of reset() and step()
-        for ids in (*self._env_ids, self._all_env_ids):
+        # info["elapsed_step"] (EnvPool's): each env's steps into its episode,
+        # read-only views of the episode counters the envs keep, built once
+        lengths = self._buffers.episodes["episode_length"]
+        self._elapsed_steps = [lengths[ids[0]:ids[-1] + 1] for ids in self._env_ids]
+        self._all_elapsed_steps = lengths[:]
+        for ids in (*self._env_ids, self._all_env_ids, *self._elapsed_steps, self._all_elapsed_steps):
             ids.flags.writeable = False
         self._final_mask = np.zeros(self.num_rows, dtype=np.bool_)
         self._in_flight: deque[int] = deque()   # batches sent, in recv order
@@ -431,7 +436,9 @@ class NativePool:
         Returns:
             (obs, info): obs is a view of the shared buffer, (num_rows,
             *obs_shape), overwritten by the next call; info["env_id"] is
-            range(num_envs) (read-only), as EnvPool's; library-backed envs
+            range(num_envs) (read-only), as EnvPool's, and
+            info["elapsed_step"] each env's steps into its episode (see
+            step()); library-backed envs
             add gymnasium's reset-info keys, one value per env (Atari:
             "lives", "episode_frame_number", "frame_number"; MuJoCo: the
             positions, e.g. "x_position").
@@ -492,6 +499,7 @@ class NativePool:
         reset_keys = self._info_views["reset_keys"]
         info = {key: values for key, values in views.items() if key in reset_keys}
         info["env_id"] = self._all_env_ids
+        info["elapsed_step"] = self._all_elapsed_steps
         return info
 
     def _drop_async_batches(self) -> None:
@@ -566,7 +574,11 @@ class NativePool:
         Returns:
             (obs, rewards, terminals, truncations, info), views of the shared
             buffers overwritten by the next call. info["env_id"] is
-            range(num_envs) (read-only), as recv()'s and EnvPool's. In
+            range(num_envs) (read-only), as recv()'s and EnvPool's.
+            info["elapsed_step"] (EnvPool's; a read-only view of the
+            episode counters, int32 per env) is each env's steps into its
+            episode: 0 after a reset, the episode's length on the step
+            that ends it, but 0 there in SAME_STEP, which resets at once. In
             SAME_STEP mode info holds "final_obs", valid in the rows where
             info["_final_obs"].
             Library-backed envs add gymnasium's step-info keys, one value
@@ -607,6 +619,7 @@ class NativePool:
             b = self._buffers
             info = self._step_info(all_rows)
             info["env_id"] = self._all_env_ids
+            info["elapsed_step"] = self._all_elapsed_steps
             return b.obs, b.rewards, b.terminals, b.truncations, info
         finally:
             self._leave()
@@ -642,6 +655,7 @@ class NativePool:
                 b.step_selected[ids] = 1
                 self._run_all(_native.CMD_STEP_SELECTED)
             info = self._step_info(slice(0, self.num_rows))
+            info["elapsed_step"] = self._all_elapsed_steps
             return b.obs[rows], b.rewards[rows], b.terminals[rows], b.truncations[rows], \
                 _select_info(info, ids, rows)
         finally:
@@ -768,8 +782,9 @@ class NativePool:
 
         Returns:
             (obs, rewards, terminals, truncations, info) for the batch's rows,
-            views of the shared buffers; info["env_id"] holds its env indices
-            (and library-backed envs' step-info keys, as step()'s).
+            views of the shared buffers; info["env_id"] holds its env indices,
+            info["elapsed_step"] their counts (and library-backed envs'
+            step-info keys, as step()'s).
 
         Raises:
             RuntimeError: nothing in flight; misuse as step().
@@ -791,6 +806,7 @@ class NativePool:
         b = self._buffers
         info = self._step_info(rows)
         info["env_id"] = self._env_ids[batch]
+        info["elapsed_step"] = self._elapsed_steps[batch]
         return b.obs[rows], b.rewards[rows], b.terminals[rows], b.truncations[rows], info
 
     # ---- episode statistics (off the hot path) -----------------------------------
@@ -844,6 +860,7 @@ class NativePool:
         """close()'s work, with the lock held and no call in progress."""
         self.closed = True
         self._info_views = None
+        self._elapsed_steps = self._all_elapsed_steps = None   # views: they would keep the memory mapped
 
     def __enter__(self):
         return self

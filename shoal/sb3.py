@@ -45,6 +45,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
 
 import shoal
 from shoal.pool import render
+from shoal.pool.contract import POOL_OWN_INFO_KEYS
 from shoal.registration import sub_env_spec
 
 
@@ -74,7 +75,7 @@ def sb3_dones_and_infos(terminated, truncated, info: dict) -> tuple[np.ndarray, 
     return dones, infos
 
 
-_NOT_ENV_INFO = frozenset({"final_obs", "final_info", "env_id"})
+_NOT_ENV_INFO = frozenset({"final_obs", "final_info"}) | POOL_OWN_INFO_KEYS
 
 
 def _add_env_infos(info: dict, dones: np.ndarray, infos: list[dict]) -> None:

@@ -13,6 +13,7 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.envs import spec as env_spec
 from shoal.pool import render
+from shoal.pool.contract import POOL_OWN_INFO_KEYS
 from shoal.pool.native import Serial
 
 
@@ -99,9 +100,9 @@ def one_env_info(info: dict) -> dict:
     """A one-env pool's per-env info arrays -> that env's scalars, as
     gymnasium's envs give them: Python ints for Atari's counters (ale-py's),
     numpy float64 for MuJoCo's values (gymnasium's MuJoCo envs'). The pool's
-    own "env_id" is not the env's."""
+    own keys ("env_id", "elapsed_step") are not the env's."""
     return {key: values[0] if values.dtype.kind == "f" else values[0].item()
-            for key, values in info.items() if key != "env_id"}
+            for key, values in info.items() if key not in POOL_OWN_INFO_KEYS}
 
 
 def rebuild(cls, env_name: str, render_mode, env_kwargs: dict):

@@ -57,8 +57,8 @@ def compare_with_gymnasium(game: str, steps: int, seed: int, **kwargs) -> int:
         assert obs.shape[1:] == ref_obs.shape == pool.spec.obs_shape
         np.testing.assert_array_equal(obs[0], ref_obs, err_msg=f"{game}: first reset")
         # the reset info: gymnasium's keys (less ale-py's "seeds") and values,
-        # and the pool's own env_id
-        assert info.pop("env_id").tolist() == [0]
+        # and the pool's own env_id and elapsed_step
+        assert info.pop("env_id").tolist() == [0] and info.pop("elapsed_step").tolist() == [0]
         assert {key: int(values[0]) for key, values in info.items()} == \
             {key: value for key, value in ref_info.items() if key != "seeds"}, f"{game}: reset info"
         rng = np.random.default_rng(seed)

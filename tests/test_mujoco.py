@@ -145,6 +145,7 @@ def test_reset_info_is_gymnasiums(name):
         _, views = pool.reset(seed=4)
         info = {key: values.copy() for key, values in views.items()}   # views: later steps rewrite them
         np.testing.assert_array_equal(info.pop("env_id"), np.arange(3))   # the pool's own, as EnvPool's
+        np.testing.assert_array_equal(info.pop("elapsed_step"), np.zeros(3))
         assert set(info) == set(pool.spec.load_binding().RESET_INFO_KEYS)
         for i in range(3):
             expected = gymnasiums(i)

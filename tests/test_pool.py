@@ -446,13 +446,14 @@ def test_worker_busy_seconds_count_each_workers_stepping(no_leaks):
 def test_close_is_idempotent_and_releases_everything(no_leaks):
     fds_before = len(os.listdir("/proc/self/fd"))
     pool = Multiprocessing("CartPole", 16, num_workers=2)
-    obs, _ = pool.reset(seed=0)
+    obs, info = pool.reset(seed=0)
     pool.close()
     pool.close()
     assert obs.shape == (16, 4) and np.all(np.abs(obs) <= 0.05)  # views stay readable
+    assert (info["elapsed_step"] == 0).all()
     with pytest.raises(RuntimeError, match="closed"):
         pool.step(np.zeros(16, np.int32))
-    del obs  # the last view: the mapping and its descriptor go with it
+    del obs, info  # the last views: the mapping and its descriptor go with them
     assert len(os.listdir("/proc/self/fd")) <= fds_before
 
 
