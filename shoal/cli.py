@@ -24,13 +24,53 @@ def _bench(args: list[str]) -> int:
     return bench.main(args)
 
 
+def env_families(width: int = 79) -> str:
+    """The first-party envs as help text: those with an envs/ folder of
+    their own first, then each family (a folder of several envs: mujoco,
+    atari) as a wrapped paragraph. Usage lines and errors say ENV instead
+    (with every name, they ran to one line of over a hundred)."""
+    import textwrap
+
+    import shoal.envs
+
+    families: dict[str, list[str]] = {}
+    for name in shoal.envs.names():
+        where = (shoal.envs.spec(name).binding or "").split(".")   # shoal.envs.<folder>.binding
+        families.setdefault(where[2] if where[:2] == ["shoal", "envs"] and len(where) > 2 else name,
+                            []).append(name)
+    standalone = sorted(n for names in families.values() if len(names) == 1 for n in names)
+    groups = [("standalone", standalone)] + sorted(((f, names) for f, names in families.items() if len(names) > 1),
+                                                   key=lambda group: len(group[1]))
+    lines = [f"envs ({sum(len(names) for _, names in groups)}; any case, \"_\" and \"-\" ignored):"]
+    for family, names in groups:
+        lines += textwrap.wrap(", ".join(names), width, initial_indent=f"  {family + f' ({len(names)}):':<16}",
+                               subsequent_indent=" " * 18, break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+def _env_spec(name: str, command: str):
+    """shoal.envs.spec(name); for an unknown env a ValueError that points to
+    `shoal COMMAND --help`'s list of the envs in place of listing them all."""
+    import shoal.envs
+
+    try:
+        return shoal.envs.spec(name)
+    except ValueError as e:
+        message, listed, _ = str(e).partition(" shoal has: ")
+        if not listed:
+            raise
+        raise ValueError(f"{message} `shoal {command} --help` lists them by family.") from None
+
+
 def _play(args: list[str]) -> int:
     import shoal.envs
     from shoal import progress, render
 
     p = argparse.ArgumentParser(prog="shoal play", description="Write a GIF of a first-party env "
-                                "played by a random or heuristic policy (env 0 of a 1-env pool).")
-    p.add_argument("env", choices=[n.lower() for n in shoal.envs.names()], type=str.lower)
+                                "played by a random or heuristic policy (env 0 of a 1-env pool).",
+                                epilog=env_families(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("env", metavar="ENV", type=str.lower,
+                   help="a first-party env (listed below), e.g. cartpole, pong, halfcheetah")
     p.add_argument("--out", default=None, help="GIF path (default: ENV.gif)")
     p.add_argument("--steps", type=int, default=200, help="steps to play (default 200)")
     p.add_argument("--seed", type=int, default=0)
@@ -42,7 +82,10 @@ def _play(args: list[str]) -> int:
         p.error("--steps must be at least 1")
     if a.fps is not None and a.fps < 1:
         p.error(f"--fps must be at least 1, got {a.fps}")
-    spec = shoal.envs.spec(a.env)
+    try:
+        spec = _env_spec(a.env, "play")
+    except (ValueError, shoal.envs.BindingNotBuiltError) as e:
+        p.error(str(e))
     out = a.out or f"{a.env}.gif"
     problem = _gif_path_problem(out)
     if problem:  # before playing, not after
@@ -104,7 +147,6 @@ def _import_train():
 
 
 def _train(args: list[str]) -> int:
-    import shoal.envs
     from shoal import config
 
     at = _env_index(args)
@@ -114,7 +156,7 @@ def _train(args: list[str]) -> int:
     if "-h" in args or "--help" in args:
         try:
             if env is not None:
-                shoal.envs.spec(env)  # an unknown env: the same error as without --help
+                _env_spec(env, "train")  # an unknown env: the same error as without --help
             cfg = config.load(env)
         except (config.ConfigError, ValueError) as e:
             print(f"shoal train: error: {e}", file=sys.stderr)
@@ -122,7 +164,7 @@ def _train(args: list[str]) -> int:
         ini = os.path.basename(config.env_ini(env)) if env else None
         where = ("default.ini" if ini is None else f"default.ini + {ini}" if os.path.exists(config.env_ini(env))
                  else f"default.ini, no {ini}")
-        print(f"usage: {usage}\n\nTrain a PPO agent on ENV (one of: {', '.join(shoal.envs.names())}).\n"
+        print(f"usage: {usage}\n\nTrain a PPO agent on ENV, a first-party env (listed below the options).\n"
               f"Config: configs/default.ini, then configs/ENV.ini, then --config files, then flags.\n\n"
               f"Every value is checked (range, choices) before anything runs: a bad one is an\n"
               f"error naming its key (exit status 2).\n\n"
@@ -138,11 +180,12 @@ def _train(args: list[str]) -> int:
               f"  --nproc N            train data-parallel over N processes on this machine:\n"
               f"                       shorthand for torchrun --standalone --nproc-per-node N\n"
               f"                       -m shoal train ... (README: Scaling out; [dist] keys)\n\n"
+              f"{env_families()}\n\n"
               f"keys ({where}; flag, default, type):\n{config.help_text(cfg)}")
         return 0
     if env is None:
-        print(f"usage: {usage}\nshoal train: error: the env is required "
-              f"(one of: {', '.join(shoal.envs.names())})", file=sys.stderr)
+        print(f"usage: {usage}\nshoal train: error: the env is required, e.g. cartpole "
+              f"(`shoal train --help` lists the envs by family)", file=sys.stderr)
         return 2
     rest = args[:at] + args[at + 1:]
     extra, resume, run_dir, nproc, flags = [], None, None, None, []
@@ -176,7 +219,7 @@ def _train(args: list[str]) -> int:
     # Everything checkable is checked here, once, before any run starts: with
     # --nproc, before torchrun (else each rank would report it, then torchrun).
     try:
-        shoal.envs.spec(env)
+        _env_spec(env, "train")
         cfg = config.load(env, flags, extra)
         blocked = config.not_a_folder(run_dir) if run_dir is not None else None
         if blocked:
@@ -312,7 +355,7 @@ def _eval(args: list[str]) -> int:
     if problem:
         p.error(f"--gif {a.gif}: {problem}")
     try:
-        spec = shoal.envs.spec(a.env)
+        spec = _env_spec(a.env, "train")
     except ValueError as e:
         p.error(str(e))
     if not os.path.exists(a.checkpoint):

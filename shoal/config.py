@@ -379,6 +379,8 @@ def validate(config: Config) -> None:
     if vec["backend"] != "cuda" and vec["num_envs"] % vec["num_batches"]:
         raise ConfigError(f"[vec] num_batches = {vec['num_batches']}: expected a divisor of "
                           f"[vec] num_envs = {vec['num_envs']} (each batch steps the same number of envs)")
+    if vec["backend"] != "cuda" and vec["num_workers"] > vec["num_envs"]:  # the pool's own error names no key
+        raise ConfigError(workers_exceed_envs(vec["num_workers"], vec["num_envs"]))
     if pc.get("separate_critic") and pc["lstm"]:
         raise ConfigError("[policy] separate_critic = true: expected lstm = false (the separate "
                           "critic is an MLP of the obs)")
@@ -405,6 +407,20 @@ def validate(config: Config) -> None:
     if tc["num_minibatches"] > batch:
         raise ConfigError(f"[train] num_minibatches = {tc['num_minibatches']}: expected at most the "
                           f"batch size, [train] num_steps x [vec] num_envs x agents = {batch}")
+
+
+def workers_exceed_envs(workers: int, envs: int, ranks: int = 1) -> str:
+    """The error for [vec] num_workers more than the envs each pool steps
+    ([vec] num_envs, split over `ranks` data-parallel ranks), naming the
+    keys and the flags that fix it."""
+    if ranks == 1:
+        envs_text, more_envs = f"[vec] num_envs = {envs}", workers
+    else:
+        envs_text = f"the {envs // ranks} envs per rank ([vec] num_envs = {envs} over {ranks} ranks)"
+        more_envs = workers * ranks
+    return (f"[vec] num_workers = {workers} is more than {envs_text}: every worker steps at least one "
+            f"env; set --vec.num-workers {envs // ranks} or fewer (0: one per core), or "
+            f"--vec.num-envs {more_envs} or more")
 
 
 def _configured(spec, env: dict):

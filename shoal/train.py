@@ -1234,6 +1234,9 @@ def make_run_dir(cfg: dict, run_dir: str | None, resume: str | None) -> str:
             return run_dir
         except FileExistsError:
             held = ["config.ini"]
+    # A run killed in its first save left only that save's temp file: no
+    # checkpoint to resume, so no later run gets past this refusal to clean it up.
+    remove_stale_temp_files_if_unheld(run_dir)
     ckpt = os.path.join(run_dir, "checkpoint.pt")
     hint = f", or continue that run with --resume {ckpt} --run-dir {run_dir}" if os.path.exists(ckpt) else ""
     raise RunError(f"run folder {run_dir} already holds a run ({', '.join(held)}); "
@@ -1251,17 +1254,25 @@ def lock_run_dir(run_dir: str):
     import fcntl
 
     lock = open(os.path.join(run_dir, RUN_LOCK), "a+")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.seek(0)
-        holder = lock.read().strip()
-        lock.close()
-        raise RunError(f"run folder {run_dir} is in use by another shoal train (pid {holder or '?'}) "
-                       f"still running: stop it first, or choose another --run-dir") from None
-    except OSError as e:   # a file system without locks (some network mounts): run unguarded
-        print(f"warning: cannot lock run folder {run_dir} ({e.strerror or e}); make sure no other "
-              f"run writes there", file=sys.stderr)
+    # A run that make_run_dir turns away holds the lock a moment to remove
+    # stale temp files (remove_stale_temp_files_if_unheld): wait that out.
+    deadline = time.monotonic() + 1.0
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            lock.seek(0)
+            holder = lock.read().strip()
+            lock.close()
+            raise RunError(f"run folder {run_dir} is in use by another shoal train (pid {holder or '?'}) "
+                           f"still running: stop it first, or choose another --run-dir") from None
+        except OSError as e:   # a file system without locks (some network mounts): run unguarded
+            print(f"warning: cannot lock run folder {run_dir} ({e.strerror or e}); make sure no other "
+                  f"run writes there", file=sys.stderr)
+        break
     lock.seek(0)
     lock.truncate()
     lock.write(str(os.getpid()))
@@ -1271,7 +1282,11 @@ def lock_run_dir(run_dir: str):
 
 def remove_stale_temp_files(ckpt_path: str) -> None:
     """Temp files of saves killed half way (save_checkpoint's .tmp<pid>,
-    whose process is gone): the checkpoint itself was never touched."""
+    whose process is gone): the checkpoint itself was never touched. Called
+    with the run folder's lock held (where the file system has locks), so no
+    other run is saving there. A pid alive again (reused by another
+    process) keeps its file: liveness cannot tell a reused pid from a save
+    in progress."""
     folder, name = os.path.split(ckpt_path)
     for entry in os.listdir(folder or "."):
         pid = entry[len(name) + 4:] if entry.startswith(f"{name}.tmp") else ""
@@ -1286,6 +1301,28 @@ def remove_stale_temp_files(ckpt_path: str) -> None:
             continue
         with contextlib.suppress(OSError):
             os.remove(os.path.join(folder, entry))
+
+
+def remove_stale_temp_files_if_unheld(run_dir: str) -> None:
+    """remove_stale_temp_files in a run folder this process does not hold
+    (one it refuses), while no run holds it: its lock taken for that time,
+    then released. Nothing is removed when the lock is held (a run still
+    going there, perhaps on another machine or in another container, where
+    its pid means nothing here) or cannot be had (no .lock file: no run of
+    this shoal made the folder; a file system without locks)."""
+    import fcntl
+
+    try:
+        lock = os.open(os.path.join(run_dir, RUN_LOCK), os.O_RDONLY)   # not created: not ours to make
+    except OSError:
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        remove_stale_temp_files(os.path.join(run_dir, "checkpoint.pt"))
+    except OSError:   # held (BlockingIOError), or no locks here
+        pass
+    finally:
+        os.close(lock)   # releases the lock
 
 
 def check_world_split(cfg: dict, world: int) -> tuple[int, int | None]:
@@ -1303,6 +1340,8 @@ def check_world_split(cfg: dict, world: int) -> tuple[int, int | None]:
             f"{world * batches} ({world} ranks x [vec] num_batches = {batches}), so that every rank steps whole "
             f"batches")
     local = vc["num_envs"] // world
+    if vc["backend"] != "cuda" and vc["num_workers"] > local:  # [vec] num_workers is per rank
+        raise shoal_config.ConfigError(shoal_config.workers_exceed_envs(vc["num_workers"], vc["num_envs"], world))
     workers = None
     if vc["backend"] == "multiprocessing" and vc["num_workers"] == 0:
         # as the pool's own default, over this rank's share of the cores: a
@@ -1321,8 +1360,8 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
     of the caller's is set); so does an error (a pool worker dying: shoal.pool.WorkerError), which is
     then raised again. Resuming takes [env] and [policy] from the checkpoint
     (the policy's shape must match its weights; its obs statistics come with
-    them), [vec] and [train] from cfg; the reward scaler's statistics carry
-    on from the checkpoint's.
+    them), [vec] and [train] from cfg; the reward scaler's statistics and
+    the seconds per phase (log.csv's t_* columns) carry on from the checkpoint's.
     Everything that can be checked is checked before the run folder is made:
     a ConfigError (a bad value) or a RunError (a bad checkpoint, a used folder).
 
@@ -1382,8 +1421,9 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
 
     policy = policy_from_config(spec, pc).to(device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=tc["learning_rate"], eps=1e-5)
+    # timers: the cumulative seconds per phase (log.csv's t_* columns), carried over resumes
     progress = {"global_step": 0, "update": 0, "train_seconds": 0.0, "solved_seconds": None,
-                "solved_step": None}
+                "solved_step": None, "timers": {}}
     if ckpt is not None:
         load_policy_state(policy, ckpt["policy"], resume)
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -1435,6 +1475,8 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
         if ckpt is not None and "reward_rms" in ckpt:
             reward_scaler.load_state_dict(ckpt["reward_rms"])
     timers = Timers()
+    timers.total.update(progress["timers"])   # none in a checkpoint older than them: from 0
+    eval_seconds_before = timers.total["eval"]   # earlier runs' evaluations: not this run's clock
     logger = Logger(run_dir, cfg, resume=bool(resume), world_size=dist.world_size,
                     resume_step=progress["global_step"] if ckpt is not None else None) if dist.is_main else None
     batch = tc["num_steps"] * pool.num_rows * dist.world_size  # rows stepped per update, all ranks
@@ -1461,7 +1503,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     clock, base_seconds = None, progress["train_seconds"]
 
     def train_seconds() -> float:  # wall time, minus evaluations
-        return base_seconds + time.perf_counter() - clock - timers.total["eval"]
+        return base_seconds + time.perf_counter() - clock - (timers.total["eval"] - eval_seconds_before)
 
     def run_eval() -> float:
         with timers.time("eval"):
@@ -1541,7 +1583,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                 episodes, ret_sum, len_sum = 0, 0.0, 0.0
                 games, game_sum = 0, 0.0
             if tc["checkpoint_interval"] > 0 and now - last_ckpt >= tc["checkpoint_interval"]:
-                progress["train_seconds"] = train_seconds()
+                progress["train_seconds"], progress["timers"] = train_seconds(), dict(timers.total)
                 with sigint_deferred() as signalled:
                     try:
                         save_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
@@ -1575,7 +1617,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
         try:
             with sigint_deferred() as signalled:
                 if clock is not None:  # the training time so far, however the loop ended
-                    progress["train_seconds"] = train_seconds()
+                    progress["train_seconds"], progress["timers"] = train_seconds(), dict(timers.total)
                 if dist.is_main:
                     save_final_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
             saved = True

@@ -176,6 +176,40 @@ def test_train_help_for_an_unknown_env_is_the_unknown_env_error(capsys, env, hin
     assert capsys.readouterr().out == ""
 
 
+def test_train_names_the_vec_keys_when_workers_outnumber_envs(tmp_path, capsys):
+    """The pool's own error (num_workers=8 exceeds num_envs=4) names no
+    config key: shoal train's names them and the flags that fix it."""
+    err = refused(capsys, ["train", "cartpole", *TINY, "--run-dir", str(tmp_path / "r"),
+                           "--vec.num-envs", "4", "--vec.num-workers", "8"])
+    assert "shoal train: error: [vec] num_workers = 8 is more than [vec] num_envs = 4" in err
+    assert "--vec.num-workers 4 or fewer" in err and "--vec.num-envs 8 or more" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_usage_lines_say_env_and_help_lists_the_envs_by_family(capsys):
+    """Usage lines and errors name ENV, not every env (argparse's choices put
+    some 120 names on one line): --help lists them, wrapped, by family, and
+    an unknown env's error points there."""
+    names = shoal.envs.names()
+    for args, expected in [(["play"], "the following arguments are required: ENV"),   # argparse's
+                           (["play", "nosuchenv"], "unknown env 'nosuchenv'; shoal's envs go by name alone"),
+                           (["train"], "the env is required, e.g. cartpole"),
+                           (["train", "nosuchenv"], "unknown env 'nosuchenv'; shoal's envs go by name alone")]:
+        err = refused(capsys, args)
+        assert expected in err and (args == ["play"] or f"`shoal {args[0]} --help` lists" in err), err
+        assert sum(name in err for name in names) <= 1, err   # "did you mean" names one at most
+    with pytest.raises(SystemExit) as e:
+        cli.main(["play", "--help"])
+    assert e.value.code == 0
+    play_help = capsys.readouterr().out
+    assert cli.main(["train", "--help"]) == 0
+    for out in (play_help, capsys.readouterr().out):
+        envs = out[out.index("\nenvs ("):].split("\n\n")[0].strip().splitlines()
+        assert all(len(line) <= 79 for line in envs)
+        assert envs[1].startswith("  standalone (6): CartPole,") and any(line.startswith("  atari (") for line in envs)
+        assert all(name in out for name in names)
+
+
 def test_options_may_come_before_the_env(tmp_path, monkeypatch, capsys):
     """The env is the first argument that is not an option's value: flags
     and --config / --run-dir may come first (the value after --config was

@@ -82,10 +82,23 @@ def test_bad_value_is_a_config_error_naming_the_key(flag, value, message):
      "[vec] num_batches = 3: expected a divisor of [vec] num_envs = 8"),
     (["--vec.num-envs", "2", "--train.num-steps", "4", "--train.num-minibatches", "9"],
      "[train] num_minibatches = 9: expected at most the batch size"),
+    (["--vec.num-envs", "4", "--vec.num-workers", "8"],
+     "[vec] num_workers = 8 is more than [vec] num_envs = 4: every worker steps at least one env; "
+     "set --vec.num-workers 4 or fewer"),
 ])
 def test_rules_between_keys(flags, message):
     with pytest.raises(config.ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         config.load("cartpole", flags)
+
+
+def test_workers_per_rank_are_checked_against_the_envs_per_rank():
+    """[vec] num_workers counts each rank's workers, and num_envs all ranks' envs."""
+    cfg = tiny("--vec.backend", "multiprocessing", "--vec.num-envs", "8", "--vec.num-workers", "8")
+    assert train.check_world_split(cfg, 1) == (8, None)
+    with pytest.raises(config.ConfigError, match=r"\[vec\] num_workers = 8 is more than the 4 envs per rank "
+                       r"\(\[vec\] num_envs = 8 over 2 ranks\).* --vec.num-workers 4 or fewer.* "
+                       r"--vec.num-envs 16 or more"):
+        train.check_world_split(cfg, 2)
 
 
 def test_every_key_has_a_rule():
@@ -497,6 +510,76 @@ def test_resume_drops_log_rows_written_after_the_checkpoint(tmp_path):
     steps = [int(row["global_step"]) for row in csv.DictReader(log.open())]
     assert steps == sorted(steps) and len(steps) == len(set(steps)) and steps[-1] == 512
     assert not stale.exists()
+
+
+def test_a_run_killed_in_its_first_save_leaves_no_temp_file_behind(run32, tmp_path, capsys):
+    """A run killed (SIGKILL) while writing its first checkpoint leaves
+    config.ini, log.csv and that save's temp file, but no checkpoint: a
+    later run in that folder, fresh or resumed, is refused (nothing of it
+    to resume), and removes the temp file on the way, unless its writer
+    is alive or a run holds the folder."""
+    folder = tmp_path / "r"
+    train.train(tiny(), run_dir=str(folder))
+    (folder / "checkpoint.pt").unlink()   # as if its first save never finished
+    ended = subprocess.Popen(["true"])
+    ended.wait()   # a pid whose process has ended (and been reaped)
+    stale = folder / f"checkpoint.pt.tmp{ended.pid}"
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        writing = folder / f"checkpoint.pt.tmp{alive.pid}"   # a live process's save in progress
+        writing.write_bytes(b"half")
+        stale.write_bytes(b"half")
+        held = train.lock_run_dir(str(folder))   # as a run still going there would
+        try:
+            assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(folder)]) == 2
+        finally:
+            held.close()
+        assert stale.exists()   # the folder's run may be on another machine: its pids mean nothing here
+        assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(folder)]) == 2
+        assert "already holds a run" in capsys.readouterr().err
+        assert not stale.exists() and writing.exists()
+        stale.write_bytes(b"half")
+        assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(folder), "--resume", run32["checkpoint"],
+                         "--train.total-timesteps", "512"]) == 2
+        assert not stale.exists() and writing.exists()
+        assert (folder / "config.ini").exists() and (folder / "log.csv").exists()   # the refused folder kept
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_resume_carries_the_phase_timers_on(tmp_path):
+    """log.csv's t_* columns are seconds over the whole run, as global_step
+    counts steps over it: a resume continues them from the checkpoint's (an
+    older checkpoint, without them, starts them at 0), and the earlier
+    runs' evaluation seconds are not taken off this run's train_seconds."""
+    import csv
+    columns = ["t_env", "t_copy", "t_forward", "t_learn", "t_eval"]
+    folder = tmp_path / "r"
+    first = train.train(tiny("--train.log-interval", "0"), run_dir=str(folder))
+    saved = train.load_checkpoint(first["checkpoint"])
+    assert saved["progress"]["timers"] == first["timers"] and first["timers"]["learn"] > 0
+    # 1000 s more of each: the resumed rows can only show it by carrying on from the checkpoint
+    saved["progress"]["timers"] = {k: 1000.0 + v for k, v in saved["progress"]["timers"].items()}
+    torch.save(saved, first["checkpoint"])
+    resumed = train.train(tiny("--train.log-interval", "0", "--train.total-timesteps", "512"),
+                          resume=first["checkpoint"], run_dir=str(folder))
+    rows = list(csv.DictReader((folder / "log.csv").open()))
+    assert [int(row["global_step"]) for row in rows] == [BATCH, 2 * BATCH, 3 * BATCH, 4 * BATCH]
+    for column in columns:
+        assert float(rows[1][column]) < 100 and all(1000 <= float(row[column]) < 1100 for row in rows[2:]), column
+    seconds = [float(row["train_seconds"]) for row in rows]
+    assert seconds == sorted(seconds) and resumed["train_seconds"] < 100
+    assert train.load_checkpoint(resumed["checkpoint"])["progress"]["timers"]["learn"] > 1000
+
+    older = train.load_checkpoint(first["checkpoint"])
+    del older["progress"]["timers"]   # as a checkpoint written before they were saved
+    torch.save(older, str(tmp_path / "older.pt"))
+    summary = train.train(tiny("--train.log-interval", "0", "--train.total-timesteps", "512"),
+                          resume=str(tmp_path / "older.pt"), run_dir=str(tmp_path / "from_older"))
+    assert summary["global_step"] == 512
+    rows = list(csv.DictReader((tmp_path / "from_older" / "log.csv").open()))
+    assert all(float(row[column]) < 100 for row in rows for column in columns)
 
 
 def test_a_failed_periodic_save_warns_and_training_goes_on(tmp_path, monkeypatch, capsys):
