@@ -1,27 +1,57 @@
-"""A native pool with EnvPool's space convention, for code written for EnvPool.
+"""A native pool with EnvPool's conventions, for code written for EnvPool.
 
     from shoal.envpool_compat import EnvPoolCompat
     envs = EnvPoolCompat(shoal.make("CartPole", 8))   # for envpool.make_gymnasium("CartPole-v1", num_envs=8)
 
-A shoal pool follows gymnasium's vector convention: `observation_space` and
-`action_space` are the batch's, one env's are `single_observation_space` /
-`single_action_space`. EnvPool's `observation_space` / `action_space` are one
-env's. Code written for EnvPool reads them as such: Tianshou's collector
-samples its random actions (the warm-up of DQN, SAC, TD3) from
-`env.action_space` one env at a time, and over the batch space it draws the
-same action for every env (gymnasium's MultiDiscrete indexing copies the RNG
-state) or a batch per env (Box). This view gives EnvPool's spaces and passes
-everything else to the pool: steps, resets, async calls, close.
+Three conventions differ between a shoal pool and EnvPool; this view gives
+EnvPool's and passes everything else to the pool (send, async_reset, close,
+len, is_async, ...):
+
+- Spaces. A shoal pool follows gymnasium's vector convention:
+  `observation_space` and `action_space` are the batch's, one env's are
+  `single_observation_space` / `single_action_space`. EnvPool's are one
+  env's, and code written for it reads them as such: Tianshou's collector
+  samples its random actions (the warm-up of DQN, SAC, TD3) from
+  `env.action_space` one env at a time; over the batch space it draws the
+  same action for every env (gymnasium's MultiDiscrete indexing copies the
+  RNG state) or a batch per env (Box).
+- Ownership. A pool's step() / recv() / reset() return views of its shared
+  buffers, which the next call overwrites: the fast path for a learner that
+  copies each batch to its device at once. EnvPool returns new arrays every
+  call, and code written for it keeps them (a list of the last steps'
+  obs, Sebulba-style async collection). This view returns copies
+  (copy=False: the views, as the pool's).
+- Partial resets by mask. reset(options={"reset_mask": m}) returns the
+  masked envs' rows only, with their info["env_id"], as EnvPool's does
+  (the pool itself follows gymnasium: every row). An empty mask and other
+  options are errors, as there. reset(env_id) is the pool's, the same in
+  both.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from shoal.pool.contract import parse_reset_mask
+
+
+def _owned(value):
+    """`value` with every array in it copied (dicts of arrays: info, final_info)."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, dict):
+        return {key: _owned(v) for key, v in value.items()}
+    return value
+
 
 class EnvPoolCompat:
-    """`pool` with EnvPool's spaces: observation_space / action_space are
-    one env's; every other attribute and call is the pool's."""
+    """`pool` with EnvPool's conventions: observation_space / action_space
+    are one env's; step(), recv() and reset() return arrays of the caller's
+    own (copy=True) and reset's reset_mask selects rows; every other
+    attribute and call is the pool's."""
 
-    def __init__(self, pool):
+    def __init__(self, pool, copy: bool = True):
         self.pool = pool
+        self.copy = copy
         self.observation_space = pool.single_observation_space
         self.action_space = pool.single_action_space
 
@@ -33,6 +63,33 @@ class EnvPoolCompat:
             raise AttributeError(name)
         return getattr(pool, name)
 
+    def _result(self, result: tuple) -> tuple:
+        return tuple(_owned(part) for part in result) if self.copy else result
+
+    def step(self, actions, env_id=None):
+        """The pool's step (env_id: EnvPool's, see NativePool.step)."""
+        return self._result(self.pool.step(actions, env_id))
+
+    def recv(self):
+        """The pool's recv: the next batch."""
+        return self._result(self.pool.recv())
+
+    def reset(self, env_id=None, *, seed=None, options: dict | None = None):
+        """The pool's reset, except that options["reset_mask"] returns the
+        masked envs' rows only (EnvPool's); options may hold nothing else,
+        and the mask must select at least one env."""
+        if options and set(options) != {"reset_mask"}:
+            raise ValueError(f"reset options: only 'reset_mask' is taken (EnvPool's rule), got "
+                             f"{sorted(options)}")
+        if options:
+            if env_id is not None:
+                raise ValueError("reset() takes env_id or options['reset_mask'], not both")
+            mask = parse_reset_mask(options, self.pool.num_envs)
+            if not mask.any():
+                raise ValueError("options['reset_mask'] selects no env: at least one must be True")
+            env_id, options = np.flatnonzero(mask), None
+        return self._result(self.pool.reset(env_id, seed=seed, options=options))
+
     def __len__(self) -> int:
         return len(self.pool)
 
@@ -43,4 +100,4 @@ class EnvPoolCompat:
         self.pool.close()
 
     def __repr__(self) -> str:
-        return f"EnvPoolCompat({self.pool!r})"
+        return f"EnvPoolCompat({self.pool!r}{'' if self.copy else ', copy=False'})"

@@ -294,6 +294,59 @@ def test_envpool_compat_gives_one_envs_spaces_and_the_pools_calls(no_leaks):
         shoal.make("CartPole", 2, env_type="gymnasium")
 
 
+def test_envpool_compat_returns_arrays_of_the_callers_own(no_leaks):
+    """EnvPool returns new arrays every call, and code written for it keeps
+    them: through EnvPoolCompat the kept steps stay what they were (the
+    pool's own results are views its next call overwrites), for step, recv
+    and reset; copy=False gives the views. A reset_mask resets and returns
+    the masked envs' rows only, as EnvPool's."""
+    from shoal.envpool_compat import EnvPoolCompat
+    with EnvPoolCompat(shoal.make("CartPole", 4, backend="serial", seed=0)) as envs, \
+            shoal.make("CartPole", 4, backend="serial", seed=0) as reference:
+        kept, expected = [envs.reset()], [tuple(_copied(reference.reset()))]
+        for _ in range(30):
+            kept.append(envs.step(np.ones(4, np.int64)))
+            expected.append(tuple(_copied(reference.step(np.ones(4, np.int64)))))
+        for ours, theirs in zip(kept, expected):
+            for a, b in zip(ours, theirs):
+                _assert_equal_nested(a, b)
+        assert not np.shares_memory(kept[-1][0], envs.pool.step(np.zeros(4, np.int64))[0])
+        mask = np.array([False, True, False, True])
+        obs, info = envs.reset(options={"reset_mask": mask})
+        np.testing.assert_array_equal(info["env_id"], [1, 3])
+        np.testing.assert_array_equal(obs, reference.reset(env_id=[1, 3])[0])
+        for bad in ({"reset_mask": np.zeros(4, bool)}, {"reset_mask": mask, "seed": 1}, {"other": 1}):
+            with pytest.raises(ValueError, match="reset_mask|selects no env"):
+                envs.reset(options=bad)
+    with EnvPoolCompat(shoal.make("CartPole", 4, num_workers=2, batch_size=2, seed=0)) as envs:
+        envs.async_reset()
+        first = envs.recv()   # envs 0 and 1
+        was = first[0].copy()
+        envs.send(np.zeros(2, np.int64), first[4]["env_id"])
+        for _ in range(3):    # envs 2 and 3, 0 and 1, 2 and 3
+            envs.send(np.zeros(2, np.int64), envs.recv()[4]["env_id"])
+        again = envs.recv()   # envs 0 and 1, in the buffer rows `first` was
+        assert again[4]["env_id"].tolist() == first[4]["env_id"].tolist() == [0, 1]
+        assert not np.shares_memory(first[0], again[0])
+        np.testing.assert_array_equal(first[0], was)
+    with EnvPoolCompat(shoal.make("CartPole", 4, backend="serial"), copy=False) as envs:
+        obs, _ = envs.reset()
+        assert np.shares_memory(obs, envs.step(np.zeros(4, np.int64))[0])
+
+
+def _copied(result):
+    return [{k: _copied([v])[0] for k, v in x.items()} if isinstance(x, dict) else np.copy(x) for x in result]
+
+
+def _assert_equal_nested(a, b):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            _assert_equal_nested(a[key], b[key])
+    else:
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("name, mode", [("CartPole", "next_step"), ("Snake", "same_step"),
                                         ("Hopper", "same_step")])
 @pytest.mark.parametrize("backend", ["serial", "multiprocessing", "parent_share"])
