@@ -499,7 +499,7 @@ class NativePool:
         reset_keys = self._info_views["reset_keys"]
         info = {key: values for key, values in views.items() if key in reset_keys}
         info["env_id"] = self._all_env_ids
-        info["elapsed_step"] = self._all_elapsed_steps
+        info["elapsed_step"] = views.get("elapsed_step", self._all_elapsed_steps)
         return info
 
     def _drop_async_batches(self) -> None:
@@ -619,7 +619,7 @@ class NativePool:
             b = self._buffers
             info = self._step_info(all_rows)
             info["env_id"] = self._all_env_ids
-            info["elapsed_step"] = self._all_elapsed_steps
+            info.setdefault("elapsed_step", self._all_elapsed_steps)   # (an env may count its own)
             return b.obs, b.rewards, b.terminals, b.truncations, info
         finally:
             self._leave()
@@ -655,7 +655,7 @@ class NativePool:
                 b.step_selected[ids] = 1
                 self._run_all(_native.CMD_STEP_SELECTED)
             info = self._step_info(slice(0, self.num_rows))
-            info["elapsed_step"] = self._all_elapsed_steps
+            info.setdefault("elapsed_step", self._all_elapsed_steps)
             return b.obs[rows], b.rewards[rows], b.terminals[rows], b.truncations[rows], \
                 _select_info(info, ids, rows)
         finally:
@@ -806,7 +806,7 @@ class NativePool:
         b = self._buffers
         info = self._step_info(rows)
         info["env_id"] = self._env_ids[batch]
-        info["elapsed_step"] = self._elapsed_steps[batch]
+        info.setdefault("elapsed_step", self._elapsed_steps[batch])
         return b.obs[rows], b.rewards[rows], b.terminals[rows], b.truncations[rows], info
 
     # ---- episode statistics (off the hot path) -----------------------------------

@@ -135,32 +135,60 @@ def test_rgb_frames_are_the_emulators_screen():
 # ---- what gymnasium's stack has not --------------------------------------------------
 
 def test_episodic_life_ends_episodes_on_lost_lives_and_the_game_goes_on():
-    """EnvPool's episodic_life: up to the first lost life the same as
-    terminal_on_life_loss; then the reset continues the game (one life fewer,
-    the frame count goes on), and only a game over restarts it."""
+    """EnvPool's episodic_life (its AtariEnv Step / Reset): a step that loses
+    a life plays all its frames, as without the option (the same obs and
+    rewards as a twin without it, up to that step), and ends the episode;
+    the reset after it continues the game: one life fewer, the frame stack
+    goes on (one new frame joins the last three) and so does the game's step
+    count (info["elapsed_step"], and the step limit: a game truncated at 90
+    steps over its lives restarts with 5). Checked step for step against
+    EnvPool 1.2.5 outside the suite (the commit says how)."""
     kwargs = dict(repeat_action_probability=0.0, noop_max=0)
     with Serial("Breakout", 1, seed=0, env_kwargs=dict(episodic_life=True, **kwargs)) as pool, \
-            Serial("Breakout", 1, seed=0, env_kwargs=dict(terminal_on_life_loss=True, **kwargs)) as twin:
-        info = pool.spec.load_binding().info
+            Serial("Breakout", 1, seed=0, env_kwargs=dict(**kwargs)) as twin:
+        pool.reset(), twin.reset()
         rng = np.random.default_rng(0)
         lives_after_resets, first_end_seen = [], False
         for t in range(700):
             action = np.array([rng.integers(4)])
-            obs, _, term, trunc, _ = pool.step(action)
+            obs, rew, term, trunc, info = pool.step(action)
             if not first_end_seen:
-                twin_obs, _, twin_term, _, _ = twin.step(action)
+                twin_obs, twin_rew, _, _, _ = twin.step(action)
                 np.testing.assert_array_equal(obs, twin_obs)
-                assert term[0] == twin_term[0]
-            if pool.episodes["needs_reset"][0]:
+                assert rew[0] == twin_rew[0]
+            if term[0]:
                 first_end_seen = True
-                frames_at_end = int(info(pool.env_states)["episode_frame_number"][0])
-                pool.step(action)                                   # the autoreset step
-                lives = int(info(pool.env_states)["lives"][0])
+                ended, count = obs.copy(), int(info["elapsed_step"][0])
+                obs, _, _, _, info = pool.step(action)              # the autoreset step
+                lives = int(info["lives"][0])
                 lives_after_resets.append(lives)
                 if lives < 5:                                        # a lost life, not a game over
-                    assert int(info(pool.env_states)["episode_frame_number"][0]) >= frames_at_end
+                    np.testing.assert_array_equal(obs[0, :3], ended[0, 1:])
+                    assert int(info["elapsed_step"][0]) == count
+                else:
+                    assert int(info["elapsed_step"][0]) == 0
+                    assert (obs[0] == obs[0, :1]).all()              # a new game: a stack of one frame
     # 5 lives: four continued episodes, then a game over restarts with 5.
     assert lives_after_resets[:5] == [4, 3, 2, 1, 5], lives_after_resets
+    with Serial("Breakout", 1, seed=0, env_kwargs=dict(episodic_life=True, max_episode_steps=90,
+                                                      use_fire_reset=True, **kwargs)) as pool:
+        pool.reset()
+        rng = np.random.default_rng(1)
+        before, ended, truncations = 0, False, 0
+        for t in range(400):
+            *_, term, trunc, info = pool.step(rng.integers(0, 4, 1))
+            count, lives = int(info["elapsed_step"][0]), int(info["lives"][0])
+            if not ended:
+                assert count == before + 1                        # a step of the game
+            elif lives < 5 and before < 90:
+                assert count == before                            # a life goes on: no step played
+            else:
+                assert count == 0 and lives == 5                  # game over or step limit: a new game
+            if trunc[0]:
+                truncations += 1
+                assert count == 90 and lives > 0
+            before, ended = count, bool(term[0] or trunc[0])
+        assert truncations >= 2
 
 
 def test_pool_info_has_envpools_unclipped_reward_and_game_over():

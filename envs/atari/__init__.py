@@ -31,10 +31,13 @@ Actions: Discrete: the game's minimal action set (ale-py's order), all 18
     action instead with probability p, per frame (sticky actions).
 Rewards: the sum over the step's frames (float32); its sign with
     reward_clip=True (episode statistics then sum clipped rewards).
-Episode end: terminated when the game is over; with episodic_life or
-    terminal_on_life_loss, also on the frame a life is lost (the step stops
-    there). truncated when the game reaches max_num_frames_per_episode frames
-    (108000, 30 minutes; 0 or None: no limit), counting reset frames.
+Episode end: terminated when the game is over; with terminal_on_life_loss
+    (gymnasium's AtariPreprocessing), also on the frame a life is lost (the
+    step stops there); with episodic_life (EnvPool's), also on a step that
+    lost a life, after all its frames. truncated when the game reaches
+    max_num_frames_per_episode frames (108000, 30 minutes; 0 or None: no
+    limit), counting reset frames, or max_episode_steps steps (none by
+    default; with episodic_life, counted over the game's lives).
 Resets: the game restarts (ALE reset_game), then takes 1..noop_max no-op
     frames (uniform; none with noop_max=0). With use_fire_reset=True and FIRE
     in the action set, the last of them is FIRE instead (EnvPool's fire start:
@@ -42,9 +45,10 @@ Resets: the game restarts (ALE reset_game), then takes 1..noop_max no-op
     these frames restarts (gymnasium's wrapper would also reseed it with the
     reset's seed; no game ends that early). episodic_life=True (EnvPool's
     semantics) continues the game after a lost life instead of restarting it
-    (the no-op / fire start still applies, and the frame limit counts the
-    whole game); terminal_on_life_loss=True (gymnasium's AtariPreprocessing
-    semantics) restarts it.
+    (the no-op / fire start still applies; the frame stack goes on, the
+    frame after them joining it; the step count, info["elapsed_step"] and
+    the limits count the whole game); terminal_on_life_loss=True (gymnasium's
+    AtariPreprocessing semantics) restarts it.
 Seeds: as gymnasium's AtariEnv: a seed s gives (numpy seed, ALE seed) =
     SeedSequence(s).generate_state(2); the ALE seed drives the emulator's
     randomness (sticky actions) and the ROM is reloaded with it, the numpy

@@ -48,7 +48,7 @@ cdef extern from *:
 
     /* One env's part of the pool's shared memory (env_states): its info
      * after the last step or reset (gymnasium's keys, then EnvPool's
-     * unclipped reward and game-over flag), and (final) as it was when the
+     * unclipped reward, game-over flag and step count), and (final) as it was when the
      * last reset began: a SAME_STEP autoreset's ended step. Mirrored by
      * STATE_DTYPE. */
     typedef struct {
@@ -57,6 +57,8 @@ cdef extern from *:
         int64_t frame_number;
         float reward;           /* the step's reward before reward_clip */
         int32_t terminated;     /* the game is over (not a life lost) */
+        int32_t elapsed_step;   /* steps since the game (not the life) began */
+        int32_t pad_;
     } atari_info;
     typedef struct {
         atari_info now;
@@ -116,6 +118,7 @@ cdef extern from *:
         int64_t frame_number
         float reward
         int32_t terminated
+        int32_t elapsed_step
     ctypedef struct atari_state:
         atari_info now
         atari_info final
@@ -156,7 +159,8 @@ cdef extern from "shoal_block.h":
 
 # Mirrors `atari_state`: one env's slot of env_states.
 INFO_DTYPE = np.dtype([("lives", np.int32), ("episode_frame_number", np.int32),
-                       ("frame_number", np.int64), ("reward", np.float32), ("terminated", np.int32)])
+                       ("frame_number", np.int64), ("reward", np.float32), ("terminated", np.int32),
+                       ("elapsed_step", np.int32), ("pad_", np.int32)])
 STATE_DTYPE = np.dtype([("now", INFO_DTYPE), ("final", INFO_DTYPE)])
 assert STATE_DTYPE.itemsize == sizeof(atari_state)
 
@@ -360,7 +364,8 @@ cdef class AtariGame:
     cdef int stack_next                     # the ring slot the next frame goes to
     cdef Py_ssize_t frame_bytes, row_bytes
     cdef int stack_num, frameskip, noop_max, num_actions, lives
-    cdef int max_steps, elapsed_steps       # the step limit (0: none) and this episode's steps
+    cdef int max_steps, elapsed_steps       # the step limit (0: none) and the steps since the
+                                            # game began (with episodic_life, over its lives)
     cdef bint fire_start, life_loss_ends, continue_after_life_loss, reward_clip
     cdef bint seeded, life_lost
 
@@ -420,16 +425,20 @@ cdef class AtariGame:
 
     cdef int reset(self, atari_env* env, uint8_t* obs) except -1:
         cdef int k
-        cdef bint go_on
+        cdef bint go_on, restarted
         # The info before this reset: in SAME_STEP, the ended step's (final_info).
         env.state.final = env.state.now
         if not self.seeded:          # reset before any seed: seed from entropy
             self.seed(None)
-        # episodic_life: after a lost life (game not over) the game goes on.
-        go_on = self.continue_after_life_loss and self.life_lost and not self.game_over(True)
+        # episodic_life (EnvPool's Reset): after a lost life, with the game
+        # neither over nor at its step limit, the game goes on, and so do its
+        # step count and frame stack.
+        go_on = (self.continue_after_life_loss and self.life_lost and not self.game_over(True)
+                 and not (self.max_steps and self.elapsed_steps >= self.max_steps))
         self.life_lost = False
-        self.elapsed_steps = 0
-        if not go_on:
+        restarted = not go_on
+        if restarted:
+            self.elapsed_steps = 0
             self.reset_game()
         noops = int(self.np_random.integers(1, self.noop_max + 1)) if self.noop_max > 0 else 0
         if self.fire_start:          # EnvPool's fire start: the last start frame fires
@@ -438,17 +447,22 @@ cdef class AtariGame:
             self.act(self.noop)
             if self.game_over(True):
                 self.reset_game()
+                restarted = True
         if self.fire_start:
             self.act(self.fire)
             if self.game_over(True):
                 self.reset_game()
+                restarted = True
         self.lives = self.lives_of()
         self.grab(self.frames[0])
         self.frames[1].fill(0)       # as AtariPreprocessing: the pair's older frame is blank
-        self.stack_next = 0
-        self.push_frame(False)                # the frame, in ring slot 0
-        for k in range(1, self.stack_num):    # the stack starts as copies of it
-            memcpy(self.stack_address + k * self.frame_bytes, self.stack_address, self.frame_bytes)
+        if restarted:
+            self.stack_next = 0
+            self.push_frame(False)                # the frame, in ring slot 0
+            for k in range(1, self.stack_num):    # the stack starts as copies of it
+                memcpy(self.stack_address + k * self.frame_bytes, self.stack_address, self.frame_bytes)
+        else:
+            self.push_frame(False)                # the life's first frame joins the game's stack
         self.write_stack(obs)
         self.write_state(env.state, 0.0, False)
         return 0
@@ -469,7 +483,8 @@ cdef class AtariGame:
             ended = game_over(False)
             terminated = ended
             truncated = game_truncated()
-            if self.life_loss_ends:
+            if self.life_loss_ends and not self.continue_after_life_loss:
+                # terminal_on_life_loss (AtariPreprocessing's): the step stops at that frame
                 lives = self.lives_of()
                 if lives < self.lives:
                     terminated = True
@@ -481,6 +496,14 @@ cdef class AtariGame:
                 self.grab(self.frames[1])
             elif t == last:
                 self.grab(self.frames[0])
+        if self.continue_after_life_loss and not terminated:
+            # episodic_life (EnvPool's Step): a life lost during the step ends
+            # the episode after the step's frames, all of them played
+            lives = self.lives_of()
+            if 0 < lives < self.lives:
+                terminated = True
+                self.life_lost = True
+            self.lives = lives
         self.elapsed_steps += 1
         if self.max_steps and self.elapsed_steps >= self.max_steps:
             truncated = True         # gymnasium's TimeLimit: whether or not it also terminated
@@ -526,6 +549,7 @@ cdef class AtariGame:
         state.now.frame_number = self.frame_number()
         state.now.reward = <float>raw_reward
         state.now.terminated = game_over
+        state.now.elapsed_step = self.elapsed_steps
         return 0
 
     def screen_rgb(self):
@@ -776,8 +800,10 @@ class AtariBinding:
     INFO_KEYS = ("lives", "episode_frame_number", "frame_number")   # gymnasium's (SingleEnv, make_vec, SB3)
     # A pool's step info adds EnvPool's: the reward before reward_clip and
     # whether the game is over (with episodic_life, the last life lost), so
-    # that EnvPool-style loggers can sum whole games' real scores.
-    POOL_INFO_KEYS = INFO_KEYS + ("reward", "terminated")
+    # that EnvPool-style loggers can sum whole games' real scores, and its
+    # elapsed_step, which counts a whole game's steps (with episodic_life,
+    # over its lives) where the pool's own count restarts every episode.
+    POOL_INFO_KEYS = INFO_KEYS + ("reward", "terminated", "elapsed_step")
     RESET_INFO_KEYS = INFO_KEYS   # gymnasium's AtariEnv gives the same three at reset
 
     def __init__(self, spec: EnvSpec):
