@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from shoal.pool.native import PoolClosedError
+
 RENDER_MODES = ["rgb_array", "ansi"]
 
 
@@ -60,6 +62,9 @@ def frame(pool, index: int = 0) -> np.ndarray:
     """An RGB frame (H, W, 3) uint8 of env `index` of a native pool."""
     binding = pool.spec.load_binding()
     if pool.spec.kind != "header":
+        if pool.closed:   # its envs' state is gone (a header env's bytes say so themselves)
+            raise PoolClosedError(f"this {type(pool).__name__} pool is closed: its envs can no "
+                                  f"longer be drawn")
         return binding.render_pool(pool, index)
     out = np.zeros((*binding.RENDER_SHAPE, 3), dtype=np.uint8)
     binding.render_rgb(env_bytes(pool, index), out)

@@ -1,9 +1,10 @@
 """Rendering for applications: GIFs of play (`shoal play`) and training.
 
 Frames and text views of one env of a pool come from shoal.pool.render
-(re-exported here: frame, text, render, supports_render, env_metadata,
+(re-exported here: text, render, supports_render, env_metadata,
 check_render_mode, env_bytes, RENDER_MODES); this module adds what only
-applications need: writing GIFs and playing an env with a policy.
+applications need: frames for GIFs, writing GIFs and playing an env with a
+policy.
 """
 from __future__ import annotations
 
@@ -15,11 +16,25 @@ from shoal.pool.render import (  # noqa: E402,F401
     check_render_mode,
     env_bytes,
     env_metadata,
-    frame,
     render,
     supports_render,
     text,
 )
+from shoal.pool.render import frame as pool_frame
+
+__all__ = ["RENDER_MODES", "check_render_mode", "env_bytes", "env_metadata", "frame", "play",
+           "random_actions", "render", "supports_render", "text", "write_gif"]
+
+
+def frame(pool, index: int = 0) -> np.ndarray:
+    """An RGB frame of env `index` of a native pool, for GIFs (`shoal play`,
+    the trainer's): shoal.pool.render.frame's, but a MuJoCo env is seen
+    from its model's camera "track", which follows the body, where it has
+    one. gymnasium's default camera (render_mode="rgb_array") stays where
+    the first frame was drawn, and a running body soon leaves it."""
+    if pool.spec.binding == "shoal.envs.mujoco.binding" and not pool.closed:
+        return pool.spec.load_binding().render_pool(pool, index, tracking=True)
+    return pool_frame(pool, index)
 
 
 def write_gif(frames: list[np.ndarray], path: str, fps: int = 20) -> None:

@@ -7,6 +7,8 @@ exactly like env i of a pool reset with seed s - i.
 """
 from __future__ import annotations
 
+import operator
+
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -14,11 +16,54 @@ from gymnasium.vector import AutoresetMode
 from shoal.envs import spec as env_spec
 from shoal.pool import render
 from shoal.pool.contract import POOL_OWN_INFO_KEYS
-from shoal.pool.native import Serial
+from shoal.pool.native import PoolClosedError, Serial
+
+MUJOCO_BINDING = "shoal.envs.mujoco.binding"
+ATARI_BINDING = "shoal.envs.atari.binding"
+
+_ATARI_PREPROCESSED = (
+    "the env is already preprocessed as gymnasium's FrameStackObservation(AtariPreprocessing(...)) "
+    "(noop_max, frameskip, max-pooling, 84x84 grayscale, stack_num frames), so wrappers that need "
+    "the emulator, such as SB3's AtariWrapper / EpisodicLifeEnv / NoopResetEnv / FireResetEnv and "
+    "gymnasium's AtariPreprocessing, don't apply: use shoal's options episodic_life=True or "
+    "terminal_on_life_loss=True for lost lives, use_fire_reset=True, reward_clip=True, and "
+    "info['lives']")
+_NO_SNAPSHOTS = (
+    "shoal's Atari envs cannot snapshot an emulator; runs are deterministic, so reset(seed=s) "
+    "and the same actions reach the same state again")
+_MUJOCO_STATE_IN_C = (
+    "shoal's MuJoCo state lives in C structs (one mjData per env in its pool), not in "
+    "mujoco.MjModel / MjData objects: env.unwrapped offers dt, frame_skip, init_qpos, init_qvel, "
+    "set_state(qpos, qvel) and state_vector(), and step info holds gymnasium's positions and "
+    "reward terms. For the model's constants load a copy (changes to it do not reach the env): "
+    "mujoco.MjModel.from_xml_path(str(shoal.envs.mujoco.binding.model_path(xml_file)))")
+# gymnasium's attributes that shoal's envs of a binding cannot have, and
+# what to use instead: the AttributeError says so (hasattr and getattr
+# with a default still see an AttributeError).
+GYMNASIUM_ONLY_ATTRIBUTES = {
+    MUJOCO_BINDING: {
+        "model": _MUJOCO_STATE_IN_C,
+        "data": _MUJOCO_STATE_IN_C,
+        "mujoco_renderer": "render() draws as gymnasium's renderer does; gymnasium.make's keywords "
+                           "width, height, camera_id, camera_name and default_camera_config set it",
+    },
+    ATARI_BINDING: {
+        "ale": "shoal's emulators run inside its pool, out of Python's reach; " + _ATARI_PREPROCESSED,
+        "clone_state": _NO_SNAPSHOTS,
+        "restore_state": _NO_SNAPSHOTS,
+    },
+}
 
 
 class SingleEnv(gymnasium.Env):
-    """A single copy of shoal env `env_name` (e.g. "CartPole")."""
+    """A single copy of shoal env `env_name` (e.g. "CartPole"). A MuJoCo
+    env is a MujocoSingleEnv (below): gymnasium's MujocoEnv attributes and
+    render keywords."""
+
+    def __new__(cls, env_name: str = "CartPole", *args, **kwargs):
+        if cls is SingleEnv and env_spec(env_name).binding == MUJOCO_BINDING:
+            cls = MujocoSingleEnv
+        return super().__new__(cls)
 
     # What gymnasium.make checks before construction: every mode shoal can
     # draw. An instance narrows it to its env's (an env that does not draw
@@ -45,6 +90,14 @@ class SingleEnv(gymnasium.Env):
         self._binding = spec.load_binding()
         self._info_of = getattr(self._binding, "info", None)
 
+    def __getattr__(self, name: str):
+        # Reached only when the usual lookup fails: gymnasium's attributes
+        # that this env cannot have say what to use instead.
+        pool = self.__dict__.get("_pool")   # absent until __init__ has made it
+        hint = GYMNASIUM_ONLY_ATTRIBUTES.get(pool.spec.binding, {}).get(name) if pool is not None else None
+        message = f"{type(self).__name__!r} object has no attribute {name!r}"
+        raise AttributeError(f"{message}: {hint}" if hint else message, name=name, obj=self)
+
     def __reduce__(self):
         """Pickling (cloudpickle in SuperSuit or SubprocVecEnv, copy.deepcopy)
         makes a fresh env from the same arguments (its state is a C struct
@@ -63,8 +116,10 @@ class SingleEnv(gymnasium.Env):
             action = np.asarray(action, dtype=np.float32)
             if action.shape != self.action_space.shape:
                 raise ValueError(f"action of shape {action.shape} is not in {self.action_space}")
-        elif self._discrete_n is not None and isinstance(action, (int, np.integer)):
-            # the common case, checked without Discrete.contains (a quarter of a step)
+        elif self._discrete_n is not None and (isinstance(action, (int, np.integer))
+                                               or isinstance(action := scalar_index(action), int)):
+            # the common case (a 0-d integer array or tensor counts as its int),
+            # checked without Discrete.contains (a quarter of a step)
             if not 0 <= action < self._discrete_n:
                 raise ValueError(f"action {action!r} is not in {self.action_space}")
         elif not self.action_space.contains(action):
@@ -89,11 +144,106 @@ class SingleEnv(gymnasium.Env):
 
     def render(self):
         """An RGB frame ("rgb_array") or a text view ("ansi"); None without a render_mode."""
+        if self.render_mode is None:
+            return None
+        self._check_open("render()")
         return render.render(self._pool, self.render_mode)
+
+    def _check_open(self, call: str) -> None:
+        if self._pool.closed:
+            raise PoolClosedError(f"{call} on a closed {self._pool.spec.name} env: it was closed "
+                                  f"(env.close()); make a new one")
 
     def close(self):
         self._pool.close()
         super().close()
+
+
+class MujocoSingleEnv(SingleEnv):
+    """A MuJoCo env as a gymnasium.Env, with what research code reads from
+    gymnasium's MujocoEnv (env.unwrapped): dt, frame_skip, init_qpos,
+    init_qvel, set_state(), state_vector(), and the render keywords
+    width, height, camera_id, camera_name, default_camera_config, max_geom
+    and visual_options (gymnasium's meanings and defaults: 480x480 frames
+    from the env's DEFAULT_CAMERA_CONFIG). Its model and data are C structs
+    (AttributeError saying what to use instead)."""
+
+    def __init__(self, env_name: str = "HalfCheetah", render_mode: str | None = None, **kwargs):
+        from shoal.envs.mujoco import RENDER_DEFAULTS, render_options
+        from shoal.envs.mujoco.binding import FrameRenderer
+
+        render_kwargs = {key: kwargs.pop(key) for key in RENDER_DEFAULTS if key in kwargs}
+        options = render_options(env_spec(env_name).name, **render_kwargs)   # before the pool exists
+        super().__init__(env_name, render_mode, **kwargs)
+        self._args = (env_name, render_mode, {**kwargs, **render_kwargs})
+        spec = self._pool.spec
+        # gymnasium's MujocoEnv keeps these as given (camera_id None: not chosen)
+        self.width, self.height = options["width"], options["height"]
+        self.camera_id, self.camera_name = options["camera_id"], options["camera_name"]
+        self.frame_skip = spec.env_kwargs["frame_skip"]
+        # Made (its camera choice checked against the model) only for a mode
+        # that draws; its OpenGL context starts at the first frame, as gymnasium's.
+        try:
+            self._frames = FrameRenderer(spec, options) if render_mode == "rgb_array" else None
+        except BaseException:
+            self._pool.close()
+            raise
+
+    @property
+    def dt(self) -> float:
+        """Seconds of simulation per step: the model's timestep x frame_skip."""
+        return self._binding.dt
+
+    @property
+    def init_qpos(self) -> np.ndarray:
+        """The model's qpos0 (read-only: shoal's C env resets from the model's own)."""
+        return self._binding.init_qpos
+
+    @property
+    def init_qvel(self) -> np.ndarray:
+        """Zeros, as a fresh mjData's qvel (read-only, as init_qpos)."""
+        qvel = np.zeros(self._binding.nv)
+        qvel.flags.writeable = False
+        return qvel
+
+    def set_state(self, qpos, qvel) -> None:
+        """gymnasium's MujocoEnv.set_state: qpos (nq,) and qvel (nv,) become
+        the env's state (mj_forward), and the next step goes on from it."""
+        self._check_open("set_state()")
+        qpos, qvel = np.asarray(qpos), np.asarray(qvel)
+        nq, nv = self._binding.nq, self._binding.nv
+        if qpos.shape != (nq,) or qvel.shape != (nv,):   # gymnasium asserts the same shapes
+            raise ValueError(f"{self._pool.spec.name}: set_state needs qpos of shape ({nq},) and qvel "
+                             f"of shape ({nv},), got {qpos.shape} and {qvel.shape}")
+        self._binding.set_state_of(self._pool, 0, qpos, qvel)
+
+    def state_vector(self) -> np.ndarray:
+        """gymnasium's MujocoEnv.state_vector: qpos and qvel, concatenated (a copy)."""
+        self._check_open("state_vector()")
+        return np.concatenate(self._binding.state_of(self._pool, 0))
+
+    def render(self):
+        """An RGB frame (height, width, 3) as gymnasium's env draws it; None without a render_mode."""
+        if self.render_mode is None:
+            return None
+        self._check_open("render()")
+        return self._frames.frame(*self._binding.state_of(self._pool, 0))
+
+    def close(self):
+        if self._frames is not None:
+            self._frames.close()
+        super().close()
+
+
+def scalar_index(action):
+    """A 0-d integer array or tensor (numpy, torch) as a Python int, as
+    gymnasium's envs take them; any other action as it is."""
+    if getattr(action, "ndim", None) == 0 and not isinstance(action, np.generic):
+        try:
+            return operator.index(action)
+        except TypeError:   # a float or bool 0-d array: Discrete.contains refuses it below
+            return action
+    return action
 
 
 def one_env_info(info: dict) -> dict:

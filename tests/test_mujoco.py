@@ -268,6 +268,41 @@ def test_gymnasium_ids_keyword_arguments_and_episode_statistics():
     assert shoal.envs.spec("Ant", max_episode_steps=2**31 - 1).max_episode_steps == 2**31 - 1
 
 
+def test_envpool_option_names():
+    """EnvPool's post_constraint=True is gymnasium v5's behaviour (its
+    do_simulation calls mj_rnePostConstraint): taken, as a no-op; False is
+    refused, saying why. EnvPool's other names get an error, in Python's
+    wording, that names gymnasium's keyword where there is one."""
+    assert shoal.envs.spec("HalfCheetah", post_constraint=True) == shoal.envs.spec("HalfCheetah")
+    with shoal.make("HalfCheetah", 2, backend="serial", post_constraint=True) as pool:
+        pool.reset(seed=0)
+    env = gymnasium.make("shoal/Ant-v5", post_constraint=True)
+    env.close()
+    with pytest.raises(ValueError, match="post_constraint=False is EnvPool's pre-v5.*mj_rnePostConstraint"):
+        shoal.make("HalfCheetah", 2, post_constraint=False)
+    cases = {
+        ("Hopper", "healthy_z_min"): "healthy_z_min: EnvPool's name; shoal uses gymnasium's "
+                                     "healthy_z_range=(min, max)",
+        ("Walker2d", "healthy_angle_max"): "gymnasium's healthy_angle_range=(min, max)",
+        ("Hopper", "healthy_state_min"): "gymnasium's healthy_state_range=(min, max)",
+        ("Ant", "contact_force_max"): "gymnasium's contact_force_range=(min, max)",
+        ("Humanoid", "contact_cost_max"): "gymnasium's contact_cost_range=(-inf, max)",
+        ("Ant", "use_contact_force"): "gymnasium's include_cfrc_ext_in_observation",
+        ("Reacher", "ctrl_cost_weight"): "gymnasium's reward_control_weight",
+        ("InvertedPendulum", "healthy_z_max"): "gymnasium's InvertedPendulum-v5 has no keyword for it",
+        ("Hopper", "velocity_min"): "clips the observed velocities to [-10, 10]",
+        ("HalfCheetah", "frame_stack"): "FrameStackObservation",
+        ("Ant", "legacy_healthy_reward"): "gymnasium v5's",
+        ("Ant", "exclude_worldbody_contact_forces"): "always leaves the world body's contact forces out",
+    }
+    for (name, key), hint in cases.items():
+        with pytest.raises(TypeError) as error:
+            shoal.make(name, 1, **{key: 1.0})
+        message = str(error.value)
+        assert message.startswith(f"{name} got an unexpected keyword argument '{key}'; it takes"), message
+        assert hint in message, message
+
+
 @pytest.mark.parametrize("limit", [None, 30, 60])
 def test_episode_limit_as_gymnasiums_through_make_sync_and_native(limit):
     """The ids carry gymnasium's episode limit (a TimeLimit over an env

@@ -7,7 +7,7 @@ from gymnasium.error import ResetNeeded
 import shoal.envs
 from shoal import render
 from shoal.cli import main as cli
-from shoal.pool import NativeVectorEnv, Serial
+from shoal.pool import NativeVectorEnv, PoolClosedError, Serial
 from shoal.single import SingleEnv
 
 # Header envs that draw themselves from their C struct; library-backed envs
@@ -79,6 +79,25 @@ def test_vector_frames_one_per_sub_env_with_a_frame_rate(env):
         assert not np.array_equal(frames[0], frames[agents])   # env 1 is drawn, not env 0 again
     finally:
         vec.close()
+
+
+@pytest.mark.parametrize("env_name", ["cartpole", "Hopper", "Pong"])
+def test_render_on_a_closed_env_says_it_is_closed(env_name):
+    """Not a hint about backends: the env, or its pool, is closed."""
+    if env_name == "Hopper":
+        pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    if env_name == "Pong":
+        pytest.importorskip("ale_py", reason="Atari envs need the atari extra")
+    env = SingleEnv(env_name, render_mode="rgb_array")
+    env.reset(seed=0)
+    env.close()
+    with pytest.raises(PoolClosedError, match=rf"render\(\) on a closed {shoal.envs.spec(env_name).name} "
+                                              rf"env: it was closed"):
+        env.render()
+    pool = Serial(env_name, 1, seed=0)
+    pool.close()
+    with pytest.raises(PoolClosedError, match="pool is closed"):
+        render.frame(pool, 0)
 
 
 def test_shoal_play_writes_a_gif(tmp_path, capsys):

@@ -12,6 +12,12 @@ against gymnasium), with the same keyword arguments and defaults:
 
 The specs below are importable without mujoco; stepping an env needs it
 (`pip install "shoal[mujoco]"`).
+
+Rendering takes gymnasium's render keywords (RENDER_DEFAULTS: width,
+height, camera_id, camera_name, default_camera_config, max_geom,
+visual_options) in gymnasium.make / SingleEnv; they change the frames only,
+so they are not part of a spec (a pool renders with gymnasium's defaults).
+EnvPool's option names get an error naming gymnasium's keyword for them.
 """
 from __future__ import annotations
 
@@ -175,6 +181,128 @@ _REWARD_THRESHOLD = {"HalfCheetah": 4800.0, "Hopper": 3800.0, "Swimmer": 360.0, 
                      "Pusher": 0.0}
 
 
+# gymnasium v5's DEFAULT_CAMERA_CONFIG of each env, as its default_camera_config
+# (Swimmer and InvertedDoublePendulum default to None: no config). Keys not
+# given keep gymnasium's free camera: looking at the median of the geoms at
+# the first frame, from the model's extent, azimuth 90, elevation -45.
+DEFAULT_CAMERA_CONFIG = {
+    "HalfCheetah": {"distance": 4.0},
+    "Hopper": {"trackbodyid": 2, "distance": 3.0, "lookat": (0.0, 0.0, 1.15), "elevation": -20.0},
+    "Walker2d": {"trackbodyid": 2, "distance": 4.0, "lookat": (0.0, 0.0, 1.15), "elevation": -20.0},
+    "Ant": {"distance": 4.0},
+    "Humanoid": {"trackbodyid": 1, "distance": 4.0, "lookat": (0.0, 0.0, 2.0), "elevation": -20.0},
+    "Swimmer": None,
+    "Reacher": {"trackbodyid": 0},
+    "InvertedPendulum": {"trackbodyid": 0, "distance": 2.04},
+    "InvertedDoublePendulum": None,
+    "Pusher": {"trackbodyid": -1, "distance": 4.0},
+    "HumanoidStandup": {"trackbodyid": 1, "distance": 4.0, "lookat": (0.0, 0.0, 0.8925),
+                        "elevation": -20.0},
+}
+# The fields of mujoco.MjvCamera, which default_camera_config sets.
+CAMERA_FIELDS = ("type", "fixedcamid", "trackbodyid", "lookat", "distance", "azimuth", "elevation",
+                 "orthographic")
+# gymnasium's MujocoEnv render keywords and their defaults (default_camera_config: the env's).
+RENDER_DEFAULTS = {"width": 480, "height": 480, "camera_id": None, "camera_name": None,
+                   "default_camera_config": None, "max_geom": 1000, "visual_options": None}
+
+
+def render_options(name: str, **kwargs) -> dict:
+    """gymnasium's render keywords of env `name`, checked, with its defaults
+    for those not given. camera_id / camera_name are checked against the
+    model when a renderer loads it (binding.FrameRenderer)."""
+    unknown = sorted(set(kwargs) - set(RENDER_DEFAULTS))
+    if unknown:
+        raise TypeError(f"{name}: {unknown} are not render keywords ({', '.join(RENDER_DEFAULTS)})")
+    options = {**RENDER_DEFAULTS, "default_camera_config": DEFAULT_CAMERA_CONFIG[name], **kwargs}
+    for key in ("width", "height", "max_geom"):
+        value = options[key]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name}: {key} must be a positive int, got {value!r}")
+        options[key] = int(value)
+    camera_id, camera_name = options["camera_id"], options["camera_name"]
+    if camera_id is not None and camera_name is not None:   # gymnasium's MujocoRenderer's words
+        raise ValueError("Both `camera_id` and `camera_name` cannot be specified at the same time.")
+    if camera_id is not None:
+        if isinstance(camera_id, bool) or not isinstance(camera_id, (int, np.integer)):
+            raise ValueError(f"{name}: camera_id must be an int (-1: the free camera), got {camera_id!r}")
+        options["camera_id"] = int(camera_id)
+    if camera_name is not None and not isinstance(camera_name, str):
+        raise ValueError(f"{name}: camera_name must be a str, got {camera_name!r}")
+    config = options["default_camera_config"]
+    if config is not None:
+        if not isinstance(config, dict):
+            raise ValueError(f"{name}: default_camera_config must be a dict of mujoco.MjvCamera "
+                             f"fields or None, got {config!r}")
+        odd = sorted(set(config) - set(CAMERA_FIELDS))
+        if odd:
+            raise ValueError(f"{name}: default_camera_config keys {odd} are not mujoco.MjvCamera "
+                             f"fields ({', '.join(CAMERA_FIELDS)})")
+        if "lookat" in config and np.shape(config["lookat"]) != (3,):
+            raise ValueError(f"{name}: default_camera_config['lookat'] must be 3 numbers, "
+                             f"got {config['lookat']!r}")
+    visual_options = options["visual_options"]
+    if visual_options is not None and not isinstance(visual_options, dict):
+        raise ValueError(f"{name}: visual_options must be a dict {{mujoco.mjtVisFlag: bool}} or None, "
+                         f"got {visual_options!r}")
+    return options
+
+
+# EnvPool's names for MuJoCo options (its envpool/mujoco/gym headers) ->
+# gymnasium's keyword for the same thing, in the envs that take it; the
+# options gymnasium v5 has no keyword for are explained by _ENVPOOL_FIXED.
+_ENVPOOL_RENAMED = {
+    **{f"{option}_{end}": (f"{option}_range=(min, max)",)
+       for option in ("healthy_z", "healthy_angle", "healthy_state", "contact_force")
+       for end in ("min", "max")},
+    "contact_cost_max": ("contact_cost_range=(-inf, max)", "impact_cost_range=(-inf, max)"),
+    "contact_cost_weight": ("impact_cost_weight",),           # HumanoidStandup
+    "forward_reward_weight": ("uph_cost_weight",),            # HumanoidStandup
+    "ctrl_cost_weight": ("reward_control_weight",),           # Reacher, Pusher
+    "dist_cost_weight": ("reward_dist_weight",),
+    "near_cost_weight": ("reward_near_weight",),
+    "use_contact_force": ("include_cfrc_ext_in_observation",),
+    "reset_qpos_scale": ("reset_noise_scale",),
+    "reset_qvel_scale": ("reset_noise_scale",),
+}
+_ENVPOOL_FIXED = {
+    "frame_stack": "stack observations with gymnasium's FrameStackObservation wrapper",
+    "legacy_healthy_reward": "the healthy reward is gymnasium v5's (EnvPool's legacy_healthy_reward=False)",
+    "exclude_worldbody_contact_forces": "gymnasium v5 always leaves the world body's contact forces out",
+    "exclude_worldbody_observations": "gymnasium v5 always leaves the world body out of the observation",
+    "exclude_root_actuator_forces": "gymnasium v5 always leaves the root's actuator forces out",
+    "reward_if_not_terminated": "the survive reward is gymnasium v5's "
+                                "(EnvPool's reward_if_not_terminated=True)",
+    "constraint_obs_dim": "the observation is gymnasium v5's (EnvPool's constraint_obs_dim=1)",
+    "obs_include_z_distance": "the observation is gymnasium v5's (EnvPool's obs_include_z_distance=False)",
+    "reward_after_step": "rewards are gymnasium v5's (EnvPool's reward_after_step=True)",
+    "weighted_reward_info": "the info's reward terms are gymnasium v5's, weighted",
+    **dict.fromkeys(("velocity_min", "velocity_max", "observation_min", "observation_max"),
+                    "gymnasium v5 clips the observed velocities to [-10, 10] (no keyword)"),
+    "gymnasium_v5_render_camera": "render_mode='rgb_array' always uses gymnasium v5's camera "
+                                  "(gymnasium.make's camera_id, camera_name, default_camera_config)",
+    **dict.fromkeys(("reset_qpos_scale", "reset_qvel_scale", "reset_goal_scale", "cylinder_x_min",
+                     "cylinder_x_max", "cylinder_y_min", "cylinder_y_max", "cylinder_dist_min"),
+                    "gymnasium v5 draws this env's reset state from fixed ranges (no keyword)"),
+}
+
+
+def _envpool_hint(name: str, key: str, accepted) -> str | None:
+    """Why env `name` does not take `key` and what it takes instead, for
+    EnvPool's option names and gymnasium's render keywords; None otherwise."""
+    for usage in _ENVPOOL_RENAMED.get(key, ()):
+        if usage.partition("=")[0] in accepted:
+            return f"{key}: EnvPool's name; shoal uses gymnasium's {usage}"
+    if key in _ENVPOOL_FIXED:
+        return f"{key}: EnvPool's option; {_ENVPOOL_FIXED[key]}"
+    if key.startswith(("healthy_", "contact_force_")) and key in _ENVPOOL_RENAMED:
+        return f"{key}: EnvPool's option; gymnasium's {name}-v5 has no keyword for it"
+    if key in RENDER_DEFAULTS:
+        return (f"{key}: a render keyword of one env (gymnasium.make, SingleEnv); a pool "
+                f"renders with gymnasium's defaults")
+    return None
+
+
 def default_kwargs(name: str) -> dict:
     """gymnasium v5's keyword arguments of env `name` and their defaults."""
     model = MODELS[name]
@@ -186,9 +314,16 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
     """`spec` with some of gymnasium's keyword arguments changed (the
     configurator of every MuJoCo spec: EnvSpec.configure)."""
     allowed = default_kwargs(spec.name)
+    if "post_constraint" in kwargs:
+        kwargs = dict(kwargs)
+        _check_post_constraint(spec.name, kwargs.pop("post_constraint"))
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
-        raise unknown_kwargs_error(spec.name, unknown, allowed)
+        error = unknown_kwargs_error(spec.name, unknown, allowed)
+        hints = [hint for key in unknown if (hint := _envpool_hint(spec.name, key, allowed))]
+        if hints:   # after Python's own wording, which TorchRL matches on
+            error = TypeError(f"{error} ({'; '.join(hints)})")
+        raise error
     merged = {**spec.env_kwargs, **kwargs}
     for key, default in allowed.items():
         value = merged[key]
@@ -219,6 +354,19 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
                                obs_shape=(MODELS[spec.name].obs_size(merged),),
                                max_episode_steps=merged["max_episode_steps"],
                                metadata=_metadata(spec.name, merged["frame_skip"]))
+
+
+def _check_post_constraint(name: str, value) -> None:
+    """EnvPool's post_constraint: True is gymnasium v5's behaviour, which
+    shoal's envs have (a no-op); False is EnvPool's pre-v5 one, refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}: post_constraint must be a bool, got {value!r}")
+    if not value:
+        raise ValueError(
+            f"{name}: post_constraint=False is EnvPool's pre-v5 (v3/v4) behaviour, which skips "
+            f"mj_rnePostConstraint after a step; shoal's envs are gymnasium v5's, whose "
+            f"do_simulation calls it after every step (post_constraint=True, EnvPool's default "
+            f"and the only value shoal takes)")
 
 
 def cfg_values(spec: EnvSpec) -> list[float]:

@@ -14,17 +14,17 @@ import ctypes
 import importlib.util
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from shoal.envs import EnvSpec, SpecMismatchError, check_spec_against_binding
-from shoal.envs.mujoco import MODELS, cfg_values, default_kwargs
+from shoal.envs.mujoco import MODELS, cfg_values, default_kwargs, render_options
 from shoal.envs.mujoco.build import library_path
 from shoal.pool.layout import EPISODE_DTYPE
 
 _P = ctypes.c_void_p
-LOCOMOTION = {"HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "HumanoidStandup", "Swimmer"}
 
 
 def _load_library():
@@ -102,10 +102,12 @@ STATE_DTYPE = np.dtype([("rng", np.uint64), ("elapsed_steps", np.int32), ("pad",
                         ("info", np.float64, (10,)), ("final_info", np.float64, (10,))])
 
 
-# Why MuJoCo's renderer could not start in this process, once it failed:
-# later tries raise it again instead of calling into GLFW, whose second
-# failed initialisation aborts the process (libc++'s recursive-init guard).
-_GL_FAILURE: str | None = None
+# gymnasium's OpenGL backends for offscreen frames (mujoco_rendering's
+# _ALL_RENDERERS), tried in this order, and why each that could not start in
+# this process failed: a failed one is never tried again (GLFW's second
+# failed initialisation aborts the process: libc++'s recursive-init guard).
+GL_BACKENDS = ("glfw", "egl", "osmesa")
+_failed_gl_backends: dict[str, str] = {}
 
 
 class MujocoBinding:
@@ -168,57 +170,224 @@ class MujocoBinding:
     def Block(self, buffers, start: int, stop: int, mode: int, keep_final_obs: bool = False):
         return Block(self, buffers, start, stop, mode, keep_final_obs)
 
-    # ---- rendering (MuJoCo's own renderer, through its Python bindings) ----
-    RENDER_SIZE = (480, 480)   # gymnasium's default width, height
+    # ---- the state of envs in this process (Serial pools; SingleEnv is one) ----
 
-    def render_pool(self, pool, index: int) -> np.ndarray:
-        """An RGB frame of env `index` of a pool whose envs live in this
-        process (Serial; SingleEnv is one): MuJoCo's state is in the worker,
-        out of reach of a Multiprocessing pool's process."""
+    def block_of(self, pool, index: int) -> tuple["Block", int]:
+        """The block holding env `index` of a pool whose envs live in this
+        process, and the env's index within it: MuJoCo's state is in the
+        worker, out of reach of a Multiprocessing pool's process."""
         for batch in getattr(pool, "_blocks", ()):
             for block in batch:
                 if block._start <= index < block._start + block.count:
-                    return self.render_state(*block.get_state(index - block._start))
-        raise ValueError(f"rendering {self.spec.name} needs its MuJoCo state in this process: use "
-                         f"backend='serial' (gymnasium.make and SingleEnv do); a Multiprocessing "
-                         f"pool keeps it in its workers")
+                    return block, index - block._start
+        raise ValueError(f"{self.spec.name}: reaching env {index}'s MuJoCo state (rendering, "
+                         f"set_state) needs it in this process: use backend='serial' "
+                         f"(gymnasium.make and SingleEnv do); a Multiprocessing pool keeps it in "
+                         f"its workers")
 
-    def render_state(self, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
-        """An RGB frame (480, 480, 3) of the model at qpos / qvel, from a
-        camera tracking the main body."""
-        if "mujoco" not in sys.modules and not os.environ.get("DISPLAY"):
-            # No display: MuJoCo's default (GLFW) cannot open a context, EGL can.
-            os.environ.setdefault("MUJOCO_GL", "egl")
-        import mujoco
-        if getattr(self, "_renderer", None) is None:
-            model = mujoco.MjModel.from_xml_path(str(model_path(self.spec.env_kwargs["xml_file"])))
-            width, height = self.RENDER_SIZE
-            model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
-            model.vis.global_.offheight = max(model.vis.global_.offheight, height)
-            global _GL_FAILURE
-            if _GL_FAILURE is not None:   # a second try would abort the process (GLFW's init)
-                raise RuntimeError(_GL_FAILURE)
+    def state_of(self, pool, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """(qpos, qvel) of env `index` of a pool in this process (copies)."""
+        block, i = self.block_of(pool, index)
+        return block.get_state(i)
+
+    def set_state_of(self, pool, index: int, qpos, qvel) -> None:
+        """gymnasium's MujocoEnv.set_state on env `index` of a pool in this
+        process: the next step goes on from qpos / qvel (its obs row is
+        rewritten; the episode's step count and statistics go on)."""
+        block, i = self.block_of(pool, index)
+        block.set_state(i, qpos, qvel)
+
+    def model_copy(self):
+        """A mujoco.MjModel of this env's model file, for its constants (the
+        C envs have their own model: changing this one changes nothing)."""
+        if getattr(self, "_model_copy", None) is None:
+            mujoco = import_mujoco()
+            self._model_copy = mujoco.MjModel.from_xml_path(str(model_path(self.spec.env_kwargs["xml_file"])))
+        return self._model_copy
+
+    @property
+    def init_qpos(self) -> np.ndarray:
+        """The model's qpos0, gymnasium's init_qpos (read-only: the C env
+        resets from the model's own, so changing it would change nothing)."""
+        if getattr(self, "_init_qpos", None) is None:
+            self._init_qpos = np.array(self.model_copy().qpos0, dtype=np.float64)
+            self._init_qpos.flags.writeable = False
+        return self._init_qpos
+
+    # ---- rendering (MuJoCo's own renderer, through its Python bindings) ----
+
+    def render_pool(self, pool, index: int, tracking: bool = False) -> np.ndarray:
+        """An RGB frame of env `index` of a pool whose envs live in this
+        process, as gymnasium's env renders it with its default render
+        keywords (each env keeps its own camera, fixed at its first frame,
+        as each of a SyncVectorEnv's envs does). tracking (shoal's GIFs):
+        from the model's camera "track", which follows the body, where it
+        has one (gymnasium's default view before gymnasium 1.4, whose free
+        camera stays where the env's first frame was drawn)."""
+        block, i = self.block_of(pool, index)
+        mujoco = import_mujoco()
+        tracking = tracking and mujoco.mj_name2id(self.model_copy(), mujoco.mjtObj.mjOBJ_CAMERA, "track") != -1
+        if getattr(self, "_pool_frames", None) is None:
+            self._pool_frames = {}
+        if tracking not in self._pool_frames:
+            options = render_options(self.spec.name, **({"camera_name": "track"} if tracking else {}))
+            self._pool_frames[tracking] = FrameRenderer(self.spec, options)
+        return self._pool_frames[tracking].frame(*block.get_state(i), cameras=block.render_cameras,
+                                                 key=(tracking, i))
+
+
+def import_mujoco():
+    """mujoco's Python bindings. Imported here first on a machine without a
+    display, MUJOCO_GL defaults to egl: the default of MuJoCo's and
+    gymnasium's renderers, GLFW, cannot open a context there."""
+    if "mujoco" not in sys.modules and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")
+    import mujoco
+    return mujoco
+
+
+class FrameRenderer:
+    """RGB frames of one env's model drawn as gymnasium's MujocoRenderer
+    draws them for render_mode="rgb_array", from (qpos, qvel) states: the
+    same framebuffer size, scene and camera, so equal states give equal
+    frames (tests/test_single_env_parity.py).
+
+    gymnasium's camera: unless camera_id / camera_name pick one of the
+    model's cameras (fixed), the free camera, which at the env's first
+    frame looks at the median of the geoms' positions from the model's
+    extent, then takes default_camera_config's fields; it does not follow
+    the body (a free camera ignores trackbodyid). A state is drawn after
+    mj_forward, as gymnasium's set_state leaves its data.
+
+    `options`: render_options()'s dict. Loads the model when made (an
+    unknown camera_id is an error then); the OpenGL context starts at the
+    first frame.
+    """
+
+    def __init__(self, spec: EnvSpec, options: dict):
+        mujoco = import_mujoco()
+        self._mujoco = mujoco
+        self.options = options
+        self._name = spec.name
+        model = mujoco.MjModel.from_xml_path(str(model_path(spec.env_kwargs["xml_file"])))
+        # gymnasium grows the offscreen framebuffer to the frame, never shrinks it
+        model.vis.global_.offwidth = max(model.vis.global_.offwidth, options["width"])
+        model.vis.global_.offheight = max(model.vis.global_.offheight, options["height"])
+        self._model, self._data = model, mujoco.MjData(model)
+        self.camera_id = self._resolve_camera(spec.env_kwargs["xml_file"])
+        self._scene_option = mujoco.MjvOption()
+        for flag, value in (options["visual_options"] or {}).items():
+            if not 0 <= int(flag) < len(self._scene_option.flags):
+                raise ValueError(f"{self._name}: visual_options key {flag!r} is not a mujoco.mjtVisFlag")
+            self._scene_option.flags[flag] = value
+        self._context = None
+        self.cameras: dict = {}   # each env's camera (key: the caller's), made at its first frame
+
+    def _resolve_camera(self, xml_file: str) -> int:
+        """gymnasium's camera choice: camera_id as given (-1: the free
+        camera), camera_name's id, or (neither given) the free camera."""
+        camera_id, camera_name = self.options["camera_id"], self.options["camera_name"]
+        mujoco, model = self._mujoco, self._model
+        if camera_id is not None:
+            if not -1 <= camera_id < model.ncam:
+                raise ValueError(f"{self._name}: camera_id {camera_id} is not a camera of {xml_file} "
+                                 f"(-1, the free camera, to {model.ncam - 1})")
+            return camera_id
+        if camera_name is None:
+            return -1
+        found = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera_name)
+        if found == -1:   # gymnasium draws from the free camera then, silently
+            names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_CAMERA, k) for k in range(model.ncam)]
+            warnings.warn(f"{self._name}: camera_name {camera_name!r} is not a camera of {xml_file} "
+                          f"(its named cameras: {[name for name in names if name]}); frames come "
+                          f"from the free camera, as in gymnasium", stacklevel=3)
+        return found
+
+    def _start(self) -> None:
+        """The OpenGL context and MuJoCo's offscreen buffer, as gymnasium's
+        OffScreenViewer makes them; its backend is MUJOCO_GL's, read now
+        (so it may be set after importing mujoco), else the first of
+        GL_BACKENDS that starts, glfw only where there is a display to open
+        (without one it fails at the first frame instead)."""
+        mujoco, width, height = self._mujoco, self.options["width"], self.options["height"]
+        chosen = os.environ.get("MUJOCO_GL", "").strip().lower()
+        has_display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+        backends = [chosen] if chosen else [b for b in GL_BACKENDS if b != "glfw" or has_display]
+        for backend in backends:
+            if backend in _failed_gl_backends:
+                continue
             try:
-                renderer = mujoco.Renderer(model, height, width)
+                if backend not in GL_BACKENDS:
+                    raise ValueError(f"MUJOCO_GL must be one of {GL_BACKENDS}")
+                context = importlib.import_module(f"mujoco.{backend}").GLContext(width, height)
+                context.make_current()
+                mjr_context = mujoco.MjrContext(self._model, mujoco.mjtFontScale.mjFONTSCALE_150)
             except Exception as e:
-                _GL_FAILURE = (
-                    f"MuJoCo's renderer could not create an OpenGL context ({type(e).__name__}: {e}). "
-                    f"On a machine without a display set MUJOCO_GL=egl (or MUJOCO_GL=osmesa with "
-                    f"OSMesa installed) before importing mujoco")
-                raise RuntimeError(_GL_FAILURE) from e
-            camera = mujoco.MjvCamera()
-            mujoco.mjv_defaultFreeCamera(model, camera)
-            if self.spec.name in LOCOMOTION:   # follow the walker, as gymnasium's cameras do
-                camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
-                camera.trackbodyid = 1
-                camera.distance, camera.elevation = 4.0, -20.0
-            self._render_model, self._render_data = model, mujoco.MjData(model)
-            self._renderer, self._camera = renderer, camera
-        data = self._render_data
+                _failed_gl_backends[backend] = f"{backend}: {type(e).__name__}: {e}"
+                continue
+            mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, mjr_context)
+            self._context, self._mjr_context = context, mjr_context
+            self._scene = mujoco.MjvScene(self._model, self.options["max_geom"])
+            self._viewport = mujoco.MjrRect(0, 0, width, height)
+            self._perturb = mujoco.MjvPerturb()
+            return
+        tried = "; ".join(_failed_gl_backends[b] for b in backends if b in _failed_gl_backends)
+        raise RuntimeError(
+            f"MuJoCo's renderer could not create an OpenGL context ({tried or 'no backend to try'}). "
+            f"On a machine without a display set MUJOCO_GL=egl (or MUJOCO_GL=osmesa with OSMesa "
+            f"installed)")
+
+    def _first_camera(self):
+        """gymnasium's OffScreenViewer._init_camera, then its default camera
+        config, then the chosen camera (its render)."""
+        mujoco = self._mujoco
+        camera = mujoco.MjvCamera()
+        camera.type = mujoco.mjtCamera.mjCAMERA_FREE
+        camera.fixedcamid = -1
+        for axis in range(3):
+            camera.lookat[axis] = np.median(self._data.geom_xpos[:, axis])
+        camera.distance = self._model.stat.extent
+        for key, value in (self.options["default_camera_config"] or {}).items():
+            if key == "lookat":
+                camera.lookat[:] = np.asarray(value, dtype=np.float64)
+            else:
+                setattr(camera, key, value)
+        fixed = self.camera_id != -1
+        camera.type = mujoco.mjtCamera.mjCAMERA_FIXED if fixed else mujoco.mjtCamera.mjCAMERA_FREE
+        camera.fixedcamid = self.camera_id
+        return camera
+
+    def frame(self, qpos: np.ndarray, qvel: np.ndarray, cameras: dict | None = None, key=0) -> np.ndarray:
+        """An RGB frame (height, width, 3) uint8 of the model at qpos / qvel,
+        through camera `key` of `cameras` (default: this renderer's own),
+        made from this state if it has none yet."""
+        if self._context is None:
+            self._start()
+        mujoco, data = self._mujoco, self._data
         data.qpos[:], data.qvel[:] = qpos, qvel
-        mujoco.mj_forward(self._render_model, data)
-        self._renderer.update_scene(data, self._camera)
-        return self._renderer.render().copy()
+        mujoco.mj_forward(self._model, data)
+        cameras = self.cameras if cameras is None else cameras
+        if key not in cameras:
+            cameras[key] = self._first_camera()
+        self._context.make_current()   # another renderer's (gymnasium's) may be current
+        mujoco.mjv_updateScene(self._model, data, self._scene_option, self._perturb, cameras[key],
+                               mujoco.mjtCatBit.mjCAT_ALL, self._scene)
+        mujoco.mjr_render(self._viewport, self._scene, self._mjr_context)
+        pixels = np.empty((self.options["height"], self.options["width"], 3), dtype=np.uint8)
+        mujoco.mjr_readPixels(pixels, None, self._viewport, self._mjr_context)
+        return np.ascontiguousarray(pixels[::-1])   # OpenGL's rows run bottom to top
+
+    def close(self) -> None:
+        """Free the OpenGL context (a later frame starts a new one)."""
+        if getattr(self, "_context", None) is not None:
+            self._context.make_current()   # MuJoCo frees its buffers in the current context
+            self._mjr_context.free()
+            self._context.free()
+            self._context = self._mjr_context = None
+
+    def __del__(self):
+        if not sys.is_finalizing():   # at exit EGL's display is gone already, and the OS frees all
+            self.close()
 
 
 def _row_address(array: np.ndarray, dtype, first_item: int, items: int) -> int:
@@ -265,6 +434,10 @@ class Block:
         if not self._block:
             raise RuntimeError(f"{binding.spec.name}: {error.value.decode(errors='replace')}")
         self._start = start
+        # Each env's camera for render_pool (gymnasium fixes a free camera
+        # when the env's first frame is drawn): (tracking, env index in the
+        # block) -> camera.
+        self.render_cameras: dict = {}
 
     def __del__(self):
         if getattr(self, "_block", None):
