@@ -457,6 +457,7 @@ def test_sub_env_spec_carries_the_pools_kwargs_and_limit(env_id, kwargs):
     defaults (SB3's ShoalVecEnv reports the same)."""
     if "HalfCheetah" in env_id:
         pytest.importorskip("mujoco")
+    pytest.importorskip("stable_baselines3", reason="SB3's ShoalVecEnv is compared too")
     from shoal.sb3 import ShoalVecEnv
     native = gymnasium.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point",
                                 backend="serial", **kwargs)
