@@ -205,6 +205,17 @@ class NativePool:
     """
 
     _shared_memory = False
+    # Slots, not the instance dict, for what the calls read: CPython's
+    # specialized reads of instance-dict attributes stop working past about
+    # 30 keys, and a pool has more (two more attributes on the 28 a Serial
+    # pool had cost 0.45 us a step: docs/results.md). "__dict__" keeps
+    # other attributes possible (a caller's own).
+    __slots__ = ("__dict__", "__weakref__", "closed", "_pid", "_calls", "_closing", "_close_pending",
+                 "spec", "num_envs", "batch_size", "num_workers", "agents", "num_rows", "timeout",
+                 "autoreset_mode", "metadata", "single_observation_space", "single_action_space",
+                 "_nvec", "_buffers", "_plan", "_env_ids", "_all_env_ids", "_elapsed_steps",
+                 "_all_elapsed_steps", "_final_mask", "_in_flight", "_with_user", "_seen",
+                 "_info_views", "_construction_seed")
 
     def __init__(self, env: str | EnvSpec, num_envs: int, *, num_workers: int | None = None,
                  batch_size: int | None = None, autoreset_mode=AutoresetMode.NEXT_STEP,
@@ -887,6 +898,8 @@ class Serial(NativePool):
     depend on it.
     """
 
+    __slots__ = ("_blocks",)
+
     def _start_workers(self) -> None:
         binding = self.spec.load_binding()
         mode = AUTORESET_CODES[self.autoreset_mode]
@@ -950,6 +963,8 @@ class Multiprocessing(NativePool):
     """
 
     _shared_memory = True
+    __slots__ = ("_context", "_yield_s", "_parent_share_arg", "_default_workers", "_local",
+                 "_local_command", "_workers", "_finalizer", "_ctrl", "_batch_workers", "parent_share")
 
     def __init__(self, env, num_envs: int, *, context: str | None = None,
                  parent_share: bool | None = None, **kwargs):
