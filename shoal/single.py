@@ -89,6 +89,12 @@ class SingleEnv(gymnasium.Env):
         # terms, positions, lives) from their shared state; header envs have none.
         self._binding = spec.load_binding()
         self._info_of = getattr(self._binding, "info", None)
+        if spec.binding == ATARI_BINDING:
+            # ale-py's AtariEnv attribute, which gymnasium's AtariPreprocessing
+            # checks first: with it, wrapping a shoal id stops at `ale`, whose
+            # error says the env is preprocessed already, not at a misleading
+            # "disable frame-skipping" when frameskip=1 was given.
+            self._frameskip = spec.env_kwargs["frameskip"]
 
     def __getattr__(self, name: str):
         # Reached only when the usual lookup fails: gymnasium's attributes

@@ -268,6 +268,14 @@ def test_atari_ale_and_snapshots_say_what_shoal_offers():
     with pytest.raises(AttributeError, match="restore_state'.*reset\\(seed=s\\)"):
         env.restore_state
     env.close()
+    # gymnasium's AtariPreprocessing over a shoal id given frameskip=1 (as one
+    # would give ALE's): its first check passes, and it stops at `ale` with
+    # the hint, not at "disable frame-skipping"
+    from gymnasium.wrappers import AtariPreprocessing
+    wrapped = AtariPreprocessing(gymnasium.make("shoal/Pong-v5", frameskip=1))
+    with pytest.raises(AttributeError, match="already preprocessed"):
+        wrapped.reset(seed=0)
+    wrapped.close()
 
 
 def test_discrete_actions_as_0d_arrays_and_tensors():
