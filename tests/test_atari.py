@@ -134,6 +134,37 @@ def test_rgb_frames_are_the_emulators_screen():
 
 # ---- what gymnasium's stack has not --------------------------------------------------
 
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_channels_first_rgb_is_the_same_frames_as_planes(mode):
+    """channels_first=True (EnvPool's RGB layout, and SB3's image space):
+    obs (3 * stack, H, W), frame k's R, G, B planes at 3k..3k+2, the same
+    pixels as the default (stack, H, W, 3) rows (final_obs too); grayscale
+    stacks are unchanged by it."""
+    kwargs = dict(gray_scale=False, stack_num=3, img_height=50, img_width=40,
+                  repeat_action_probability=0.0, autoreset_mode=mode)
+    with shoal.make("Breakout", 2, backend="serial", seed=3, **kwargs) as hwc, \
+            shoal.make("Breakout", 2, backend="serial", seed=3, channels_first=True, **kwargs) as planar:
+        assert planar.single_observation_space.shape == (9, 50, 40)
+        as_planes = lambda x: x.transpose(0, 1, 4, 2, 3).reshape(len(x), 9, 50, 40)   # noqa: E731
+        np.testing.assert_array_equal(as_planes(hwc.reset()[0]), planar.reset()[0])
+        rng = np.random.default_rng(0)
+        ends = 0
+        for _ in range(250):
+            actions = rng.integers(0, 4, 2)
+            ours, theirs = planar.step(actions), hwc.step(actions)
+            np.testing.assert_array_equal(ours[0], as_planes(theirs[0]))
+            for a, b in zip(ours[1:4], theirs[1:4]):
+                np.testing.assert_array_equal(a, b)
+            if mode == "same_step":
+                np.testing.assert_array_equal(ours[4]["final_obs"], as_planes(theirs[4]["final_obs"]))
+            ends += int((ours[2] | ours[3]).sum())
+        assert ends > 0
+    assert shoal.envs.spec("Pong", channels_first=True).obs_shape == (4, 84, 84)   # gray: as before
+    sb3 = pytest.importorskip("stable_baselines3.common.preprocessing")
+    assert sb3.is_image_space(shoal.envs.spec("Pong", gray_scale=False, channels_first=True)
+                              .single_observation_space)
+
+
 def test_episodic_life_ends_episodes_on_lost_lives_and_the_game_goes_on():
     """EnvPool's episodic_life (its AtariEnv Step / Reset): a step that loses
     a life plays all its frames, as without the option (the same obs and

@@ -65,7 +65,8 @@ Info (gymnasium's keys): lives, episode_frame_number, frame_number: in
 Options (keyword arguments; gymnasium's v5 defaults, EnvPool's names where
 gymnasium has none): frameskip=4, repeat_action_probability=0.25,
 noop_max=30, stack_num=4, img_height=84, img_width=84, gray_scale=True,
-episodic_life=False, terminal_on_life_loss=False, reward_clip=False,
+channels_first=False (RGB stacks (stack_num, H, W, 3), gymnasium's; True:
+(3 * stack_num, H, W), EnvPool's), episodic_life=False, terminal_on_life_loss=False, reward_clip=False,
 use_fire_reset=False, full_action_space=False,
 max_num_frames_per_episode=108000, max_episode_steps=None (a step limit, as
 gymnasium's TimeLimit; EnvPool's default is 27000), mode=None and
@@ -100,6 +101,11 @@ DEFAULT_KWARGS = {
     "img_height": 84,
     "img_width": 84,
     "gray_scale": True,
+    # RGB frames stacked channel-first, (3 * stack_num, H, W), as EnvPool's
+    # (and what SB3's CnnPolicy takes); False: (stack_num, H, W, 3), as
+    # gymnasium's FrameStackObservation over RGB frames. Grayscale stacks
+    # are (stack_num, H, W) either way.
+    "channels_first": False,
     "episodic_life": False,
     "terminal_on_life_loss": False,
     "reward_clip": False,
@@ -152,7 +158,7 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
     if isinstance(p, bool) or not isinstance(p, (int, float, np.number)) or not 0.0 <= p <= 1.0:
         raise ValueError(f"{name}: repeat_action_probability must be in [0, 1], got {p!r}")
     merged["repeat_action_probability"] = float(p)
-    for key in ("gray_scale", "episodic_life", "terminal_on_life_loss", "reward_clip",
+    for key in ("gray_scale", "channels_first", "episodic_life", "terminal_on_life_loss", "reward_clip",
                 "use_fire_reset", "full_action_space"):
         if not isinstance(merged[key], (bool, np.bool_)):
             raise ValueError(f"{name}: {key} must be a bool, got {merged[key]!r}")
@@ -164,10 +170,16 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
 
 
 def _with_kwargs(spec: EnvSpec, kwargs: dict) -> EnvSpec:
-    frame = (kwargs["img_height"], kwargs["img_width"]) + (() if kwargs["gray_scale"] else (3,))
+    height, width, stack = kwargs["img_height"], kwargs["img_width"], kwargs["stack_num"]
+    if kwargs["gray_scale"]:
+        obs_shape = (stack, height, width)
+    elif kwargs["channels_first"]:
+        obs_shape = (3 * stack, height, width)    # frame k's R, G, B planes at 3k, 3k + 1, 3k + 2
+    else:
+        obs_shape = (stack, height, width, 3)
     actions = FULL_ACTION_COUNT if kwargs["full_action_space"] else MINIMAL_ACTIONS[spec.name]
     return dataclasses.replace(
-        spec, env_kwargs=kwargs, obs_shape=(kwargs["stack_num"], *frame), action_nvec=(actions,),
+        spec, env_kwargs=kwargs, obs_shape=obs_shape, action_nvec=(actions,),
         max_episode_steps=kwargs["max_episode_steps"],
         # One step shows `frameskip` emulator frames: real time is 60 / frameskip steps a second.
         metadata={"render_fps": max(1, round(EMULATOR_FPS / kwargs["frameskip"]))})

@@ -362,6 +362,7 @@ cdef class AtariGame:
     cdef list stack_frames                  # stack[k] as numpy views, for the resize's out=
     cdef uint8_t* stack_address
     cdef int stack_next                     # the ring slot the next frame goes to
+    cdef bint planar                        # RGB rows as (3 * stack, H, W): channels_first
     cdef Py_ssize_t frame_bytes, row_bytes
     cdef int stack_num, frameskip, noop_max, num_actions, lives
     cdef int max_steps, elapsed_steps       # the step limit (0: none) and the steps since the
@@ -392,7 +393,11 @@ cdef class AtariGame:
         self.stack_num = kwargs["stack_num"]
         self.row_bytes = binding.OBS_ELEMENTS
         self.frame_bytes = self.row_bytes // self.stack_num
-        self.stack = np.zeros(tuple(binding.spec.obs_shape), np.uint8)
+        # the ring keeps frames as the resize gives them, (H, W) or (H, W, 3);
+        # channels_first rows take each RGB frame as three planes (write_stack)
+        self.planar = kwargs["channels_first"] and not kwargs["gray_scale"]
+        self.stack = np.zeros((self.stack_num, kwargs["img_height"], kwargs["img_width"])
+                              + (() if kwargs["gray_scale"] else (3,)), np.uint8)
         self.stack_frames = [self.stack[k] for k in range(self.stack_num)]
         cdef uint8_t[::1] stack_bytes = self.stack.reshape(-1)
         self.stack_address = &stack_bytes[0]
@@ -539,8 +544,12 @@ cdef class AtariGame:
         cdef int k, slot
         for k in range(self.stack_num):
             slot = (self.stack_next + k) % self.stack_num
-            memcpy(obs + k * self.frame_bytes, self.stack_address + slot * self.frame_bytes,
-                   self.frame_bytes)
+            if self.planar:
+                to_planes(self.stack_address + slot * self.frame_bytes, obs + k * self.frame_bytes,
+                          self.frame_bytes // 3)
+            else:
+                memcpy(obs + k * self.frame_bytes, self.stack_address + slot * self.frame_bytes,
+                       self.frame_bytes)
         return 0
 
     cdef int write_state(self, atari_state* state, double raw_reward, bint game_over) except -1:
@@ -559,6 +568,16 @@ cdef class AtariGame:
 
 # The implementations behind atari_seed / atari_reset / atari_step: they take
 # the GIL, run the env's AtariGame, and keep any exception for the block.
+
+cdef inline void to_planes(const uint8_t* pixels, uint8_t* planes, Py_ssize_t n) noexcept nogil:
+    """n RGB pixels, interleaved (n, 3), as three planes (3, n): EnvPool's
+    channel-first frames."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        planes[i] = pixels[3 * i]
+        planes[n + i] = pixels[3 * i + 1]
+        planes[2 * n + i] = pixels[3 * i + 2]
+
 
 cdef void _seed_env(atari_env* env, uint64_t seed) noexcept with gil:
     cdef AtariGame game = <AtariGame>env.game

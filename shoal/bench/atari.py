@@ -90,7 +90,7 @@ FRAMESKIP = 4   # emulator frames per env-step, every contender
 # the other contenders' settings below are the same in their own names.
 STANDARD = {
     "frameskip": FRAMESKIP, "repeat_action_probability": 0.25, "noop_max": 30, "stack_num": 4,
-    "img_height": 84, "img_width": 84, "gray_scale": True, "episodic_life": False,
+    "img_height": 84, "img_width": 84, "gray_scale": True, "channels_first": False, "episodic_life": False,
     "terminal_on_life_loss": False, "reward_clip": False, "use_fire_reset": False,
     "full_action_space": False, "max_num_frames_per_episode": 108_000, "max_episode_steps": None,
     "mode": None, "difficulty": None,   # the ROM's default mode and difficulty, as every contender's
