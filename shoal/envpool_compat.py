@@ -26,6 +26,10 @@ len, is_async, ...):
   (the pool itself follows gymnasium: every row). An empty mask and other
   options are errors, as there. reset(env_id) is the pool's, the same in
   both.
+
+It also has EnvPool's `config`: the pool's settings under EnvPool's names
+(num_envs, batch_size, num_threads, seed, max_episode_steps) and the env's
+options.
 """
 from __future__ import annotations
 
@@ -89,6 +93,15 @@ class EnvPoolCompat:
                 raise ValueError("options['reset_mask'] selects no env: at least one must be True")
             env_id, options = np.flatnonzero(mask), None
         return self._result(self.pool.reset(env_id, seed=seed, options=options))
+
+    @property
+    def config(self) -> dict:
+        """EnvPool's `envs.config`: the pool's settings under EnvPool's names
+        (num_threads: the worker processes), then the env's own options."""
+        pool = self.pool
+        return {"num_envs": pool.num_envs, "batch_size": pool.batch_size, "num_threads": pool.num_workers,
+                "seed": pool._construction_seed.seed, "max_episode_steps": pool.spec.max_episode_steps,
+                **pool.spec.env_kwargs}
 
     def __len__(self) -> int:
         return len(self.pool)
