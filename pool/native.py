@@ -745,6 +745,9 @@ class NativePool:
                            (info_of(states, final=final) if keys is None
                             else info_of(states, final=final, keys=keys)).items()}
                           for final in (False, True))
+            for view in views:
+                if "elapsed_step" in view:   # an env's own count: read-only, as the pool's
+                    view["elapsed_step"].flags.writeable = False
             self._info_views[(rows.start, rows.stop)] = views
         return views
 

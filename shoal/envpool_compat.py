@@ -85,13 +85,16 @@ class EnvPoolCompat:
         if options and set(options) != {"reset_mask"}:
             raise ValueError(f"reset options: only 'reset_mask' is taken (EnvPool's rule), got "
                              f"{sorted(options)}")
-        if options:
+        if options and options["reset_mask"] is not None:   # (None: every env, as EnvPool's)
             if env_id is not None:
                 raise ValueError("reset() takes env_id or options['reset_mask'], not both")
-            mask = parse_reset_mask(options, self.pool.num_envs)
+            # EnvPool casts the mask to bool (0/1 integers are a mask too)
+            mask = parse_reset_mask({"reset_mask": np.asarray(options["reset_mask"]).astype(np.bool_)},
+                                    self.pool.num_envs)
             if not mask.any():
                 raise ValueError("options['reset_mask'] selects no env: at least one must be True")
-            env_id, options = np.flatnonzero(mask), None
+            env_id = np.flatnonzero(mask)
+        options = None
         return self._result(self.pool.reset(env_id, seed=seed, options=options))
 
     @property

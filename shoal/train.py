@@ -1267,8 +1267,9 @@ def lock_run_dir(run_dir: str):
             lock.seek(0)
             holder = lock.read().strip()
             lock.close()
-            raise RunError(f"run folder {run_dir} is in use by another shoal train (pid {holder or '?'}) "
-                           f"still running: stop it first, or choose another --run-dir") from None
+            raise RunError(f"run folder {run_dir} is in use: another process holds its lock (the last "
+                           f"run there wrote pid {holder or '?'}); stop that run first, or choose "
+                           f"another --run-dir") from None
         except OSError as e:   # a file system without locks (some network mounts): run unguarded
             print(f"warning: cannot lock run folder {run_dir} ({e.strerror or e}); make sure no other "
                   f"run writes there", file=sys.stderr)

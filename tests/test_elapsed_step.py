@@ -112,27 +112,48 @@ def test_multi_agent_envs_count_per_env():
         pool.close()
 
 
-def test_not_in_gymnasium_or_sb3_infos():
-    """The pool's key stays out of what gymnasium's and SB3's envs report:
-    a single env's info, make_vec's infos and SB3's per-env dicts."""
-    env = gymnasium.make("shoal/CartPole-v0")
+@pytest.mark.parametrize("name", ["CartPole", "Breakout", "Hopper"])
+def test_not_in_gymnasium_or_sb3_infos(name):
+    """The pool's key stays out of what gymnasium's and SB3's envs report
+    (a single env's info, make_vec's infos and SB3's per-env dicts), for a
+    header env and for library-backed envs, whose step info has keys of its
+    own (Atari's binding even counts elapsed_step itself)."""
+    pytest.importorskip({"Breakout": "ale_py", "Hopper": "mujoco"}.get(name, "numpy"))
+    env_id = f"shoal/{name}-v{shoal.envs.spec(name).version}"
+    env = gymnasium.make(env_id)
+    action = env.action_space.sample()
     try:
         _, info = env.reset(seed=0)
         assert "elapsed_step" not in info
-        assert "elapsed_step" not in env.step(0)[4]
+        assert "elapsed_step" not in env.step(action)[4]
     finally:
         env.close()
-    envs = gymnasium.make_vec("shoal/CartPole-v0", 2, vectorization_mode="vector_entry_point")
+    envs = gymnasium.make_vec(env_id, 2, vectorization_mode="vector_entry_point", backend="serial")
     try:
-        envs.reset(seed=0)
-        assert "elapsed_step" not in envs.step(np.zeros(2, dtype=int))[4]
+        assert "elapsed_step" not in envs.reset(seed=0)[1]
+        assert "elapsed_step" not in envs.step(np.stack([action] * 2))[4]
     finally:
         envs.close()
     sb3 = pytest.importorskip("shoal.sb3", reason="needs stable-baselines3")
-    venv = sb3.ShoalVecEnv("CartPole", 2)
+    venv = sb3.ShoalVecEnv(name, 2, backend="serial")
     try:
         venv.reset()
-        venv.step_async(np.zeros(2, dtype=int))
+        venv.step_async(np.stack([action] * 2))
         assert all("elapsed_step" not in i for i in venv.step_wait()[3])
     finally:
         venv.close()
+
+
+def test_an_envs_own_count_is_read_only_too():
+    """Atari counts elapsed_step itself (a whole game's, over its lives with
+    episodic_life); the pool hands it out read-only, as its own."""
+    pytest.importorskip("ale_py")
+    for mode in ("next_step", "same_step"):
+        with shoal.make("Breakout", 2, backend="serial", autoreset_mode=mode, seed=0) as pool:
+            _, info = pool.reset()
+            *_, info = pool.step(np.zeros(2, dtype=int))
+            np.testing.assert_array_equal(info["elapsed_step"], [1, 1])
+            for counts in (info["elapsed_step"], *([info["final_info"]["elapsed_step"]]
+                                                   if "final_info" in info else [])):
+                with pytest.raises(ValueError, match="read-only"):
+                    counts[0] = 5

@@ -315,6 +315,9 @@ def test_envpool_compat_returns_arrays_of_the_callers_own(no_leaks):
         obs, info = envs.reset(options={"reset_mask": mask})
         np.testing.assert_array_equal(info["env_id"], [1, 3])
         np.testing.assert_array_equal(obs, reference.reset(env_id=[1, 3])[0])
+        obs, info = envs.reset(options={"reset_mask": [0, 0, 1, 0]})   # EnvPool casts 0/1 to bool
+        np.testing.assert_array_equal(info["env_id"], [2])
+        assert len(envs.reset(options={"reset_mask": None})[0]) == 4     # None: every env, as there
         for bad in ({"reset_mask": np.zeros(4, bool)}, {"reset_mask": mask, "seed": 1}, {"other": 1}):
             with pytest.raises(ValueError, match="reset_mask|selects no env"):
                 envs.reset(options=bad)

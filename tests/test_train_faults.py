@@ -484,7 +484,8 @@ def test_a_run_folder_in_use_is_refused(tmp_path, capsys):
     try:
         assert cli.main(["train", "cartpole", *TINY, "--resume", ckpt, "--run-dir", str(folder),
                          "--train.total-timesteps", "512"]) == 2
-        assert f"in use by another shoal train (pid {os.getpid()})" in capsys.readouterr().err
+        assert f"is in use: another process holds its lock (the last run there wrote pid {os.getpid()})" \
+            in capsys.readouterr().err
     finally:
         held.close()
     assert cli.main(["train", "cartpole", *TINY, "--resume", ckpt, "--run-dir", str(folder),

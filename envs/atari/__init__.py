@@ -37,7 +37,9 @@ Episode end: terminated when the game is over; with terminal_on_life_loss
     lost a life, after all its frames. truncated when the game reaches
     max_num_frames_per_episode frames (108000, 30 minutes; 0 or None: no
     limit), counting reset frames, or max_episode_steps steps (none by
-    default; with episodic_life, counted over the game's lives).
+    default; with episodic_life, counted over the game's lives in a pool;
+    gymnasium.make and make_vec's sync mode apply gymnasium's TimeLimit
+    instead, which counts from each reset: each life).
 Resets: the game restarts (ALE reset_game), then takes 1..noop_max no-op
     frames (uniform; none with noop_max=0). With use_fire_reset=True and FIRE
     in the action set, the last of them is FIRE instead (EnvPool's fire start:

@@ -453,11 +453,13 @@ cdef class AtariGame:
             if self.game_over(True):
                 self.reset_game()
                 restarted = True
+                self.elapsed_steps = 0   # (EnvPool's count goes on here; a new game's starts at 0)
         if self.fire_start:
             self.act(self.fire)
             if self.game_over(True):
                 self.reset_game()
                 restarted = True
+                self.elapsed_steps = 0
         self.lives = self.lives_of()
         self.grab(self.frames[0])
         self.frames[1].fill(0)       # as AtariPreprocessing: the pair's older frame is blank
