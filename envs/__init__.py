@@ -19,7 +19,7 @@ import difflib
 import importlib
 import pkgutil
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -51,6 +51,14 @@ def unknown_kwargs_error(env_name: str, unknown, accepted) -> TypeError:
     if hints:
         message += " (" + "; ".join(hints) + ")"
     return TypeError(message)
+
+
+def _same_value(a, b) -> bool:
+    """a == b, arrays by their values and dtypes (an EnvSpec field)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.dtype == b.dtype and np.array_equal(a, b)
+    return a == b
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,14 @@ class EnvSpec:
     # at once in the same row (Snake's respawn): its terminal ends that
     # agent's episode, not the row's part in the env (see pettingzoo_env).
     agents_respawn: bool = False
+
+    def __eq__(self, other) -> bool:
+        """Field by field, bounds by value: the dataclass's own __eq__ asks
+        `==` of numpy bounds, which answers elementwise (Python 3.13 then
+        raises; 3.11 compared the same array objects by identity)."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(_same_value(getattr(self, f.name), getattr(other, f.name)) for f in fields(self))
 
     @property
     def continuous_action(self) -> bool:

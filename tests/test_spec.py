@@ -179,3 +179,15 @@ def test_an_unbuilt_binding_says_how_to_build_it(tmp_path, monkeypatch):
     for name in ("Unbuilt", "unbuilt"):
         with pytest.raises(BindingNotBuiltError, match="build_ext --inplace"):
             shoal.envs.spec(name)
+
+
+def test_specs_compare_their_bounds_by_value():
+    """EnvSpec equality compares array bounds by value: equal copies are
+    equal, other values or dtypes are not (a dataclass's own __eq__ raises
+    on arrays that are not the same object, and on Python 3.13 always)."""
+    spec = shoal.envs.spec("CartPole")
+    copied = dataclasses.replace(spec, obs_low=spec.obs_low.copy(), obs_high=spec.obs_high.copy())
+    assert copied == spec and not copied != spec
+    assert dataclasses.replace(spec, obs_low=spec.obs_low * 2) != spec
+    assert dataclasses.replace(spec, obs_low=spec.obs_low.astype(np.float64)) != spec
+    assert spec != "CartPole"
