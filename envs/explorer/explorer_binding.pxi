@@ -20,9 +20,15 @@ cdef extern from *:
         int32_t plan_id, steps
     ctypedef struct plan_t "explorer_plan":
         int32_t num_walls, num_rooms
-        float wall_x0[1], wall_y0[1], wall_ex[1], wall_ey[1]
+        float wall_x0[1]
+        float wall_y0[1]
+        float wall_ex[1]
+        float wall_ey[1]
         int32_t wall_colour[1]
-        float room_x0[1], room_y0[1], room_x1[1], room_y1[1]
+        float room_x0[1]
+        float room_y0[1]
+        float room_x1[1]
+        float room_y1[1]
     ctypedef float obs_t "explorer_obs_t"
     ctypedef int32_t act_t "explorer_act_t"
     enum:
