@@ -268,6 +268,20 @@ def test_gymnasium_ids_keyword_arguments_and_episode_statistics():
     assert shoal.envs.spec("Ant", max_episode_steps=2**31 - 1).max_episode_steps == 2**31 - 1
 
 
+def test_main_body_by_name_as_gymnasiums():
+    """gymnasium's Ant takes main_body as a body's name or index: a name is
+    its index in the model (the same spec); a name the model lacks is an
+    error that lists its bodies."""
+    assert shoal.envs.spec("Ant", main_body="torso") == shoal.envs.spec("Ant", main_body=1)
+    assert shoal.envs.spec("Ant", main_body="aux_1").env_kwargs["main_body"] == 3
+    with pytest.raises(ValueError, match="'nose' is not a body of ant.xml.*'torso'"):
+        shoal.envs.spec("Ant", main_body="nose")
+    env = gymnasium.make("shoal/Ant-v5", main_body="torso")
+    env.reset(seed=0)
+    assert np.isfinite(env.step(env.action_space.sample())[1])
+    env.close()
+
+
 def test_envpool_option_names():
     """EnvPool's post_constraint=True is gymnasium v5's behaviour (its
     do_simulation calls mj_rnePostConstraint): taken, as a no-op; False is

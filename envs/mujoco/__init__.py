@@ -336,6 +336,8 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
                 raise ValueError(f"{spec.name}: xml_file must be a path, got {value!r}")
         elif key == "max_episode_steps" and value is None:
             pass   # no limit of its own (gymnasium.make's TimeLimit is then the limit)
+        elif key == "main_body" and isinstance(value, str):
+            merged[key] = _body_index(spec.name, merged["xml_file"], value)
         elif key in ("frame_skip", "max_episode_steps", "main_body"):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (
                     0 if key == "main_body" else 1):
@@ -354,6 +356,27 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
                                obs_shape=(MODELS[spec.name].obs_size(merged),),
                                max_episode_steps=merged["max_episode_steps"],
                                metadata=_metadata(spec.name, merged["frame_skip"]))
+
+
+def _body_index(name: str, xml_file, body: str) -> int:
+    """gymnasium's main_body given by name: its index in the model (what the
+    C env takes), looked up with mujoco's Python bindings."""
+    from shoal.envs.mujoco.binding import import_mujoco, model_path
+
+    if not isinstance(xml_file, str):
+        raise ValueError(f"{name}: xml_file must be a path, got {xml_file!r}")
+    try:
+        mujoco = import_mujoco()
+    except ImportError as e:
+        raise ImportError(f'{name}: main_body={body!r} is looked up in the model with mujoco: '
+                          f'pip install "shoal[mujoco]"') from e
+    model = mujoco.MjModel.from_xml_path(str(model_path(xml_file)))
+    index = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, body)
+    if index < 0:
+        names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, k) for k in range(model.nbody)]
+        raise ValueError(f"{name}: main_body {body!r} is not a body of {xml_file} (its bodies: "
+                         f"{[n for n in names if n]}, or their indices)")
+    return int(index)
 
 
 def _check_post_constraint(name: str, value) -> None:
