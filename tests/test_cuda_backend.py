@@ -193,6 +193,16 @@ def pair(name, num_envs, step_kernel="auto", **kwargs):
             CudaVecEnv(name, num_envs, device="cuda", step_kernel=step_kernel, **kwargs))
 
 
+def step_both(cpu, gpu, actions, t):
+    """Step `pair`'s two envs with the same actions; their obs, rewards and
+    flags are equal bit for bit (`t` names the step in a failure)."""
+    out_c = cpu.step(torch.from_numpy(actions))
+    out_g = gpu.step(torch.from_numpy(actions).cuda())
+    for x, y in zip(out_c[:4], out_g[:4]):
+        assert torch.equal(x, y.cpu()), f"step {t}"
+    return out_c, out_g
+
+
 @needs_gpu
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
@@ -205,11 +215,7 @@ def test_snake_is_bit_exact_on_gpu(mode, kernel):
     b, _ = gpu.reset(seed=7)
     assert torch.equal(a, b.cpu())
     for t in range(1500):
-        actions = random_actions(cpu, rng)
-        out_c = cpu.step(torch.from_numpy(actions))
-        out_g = gpu.step(torch.from_numpy(actions).cuda())
-        for x, y in zip(out_c[:4], out_g[:4]):
-            assert torch.equal(x, y.cpu()), f"step {t}"
+        out_c, out_g = step_both(cpu, gpu, random_actions(cpu, rng), t)
         assert torch.equal(cpu.masks, gpu.masks.cpu())
         if mode == "same_step":
             assert torch.equal(out_c[4]["final_obs"], out_g[4]["final_obs"].cpu())
@@ -228,11 +234,7 @@ def test_a_shorter_step_limit_is_bit_exact_on_gpu(kernel):
     cpu.reset(seed=9)
     gpu.reset(seed=9)
     for t in range(100):
-        actions = random_actions(cpu, rng)
-        out_c = cpu.step(torch.from_numpy(actions))
-        out_g = gpu.step(torch.from_numpy(actions).cuda())
-        for x, y in zip(out_c[:4], out_g[:4]):
-            assert torch.equal(x, y.cpu()), f"step {t}"
+        out_c, out_g = step_both(cpu, gpu, random_actions(cpu, rng), t)
         # the limit ends every env's episode at t = 22, 45, 68, 91, and only then
         at_limit = t % 23 == 22
         assert bool((out_c[2] | out_c[3]).all()) if at_limit else not bool(out_c[3].any()), f"step {t}"
