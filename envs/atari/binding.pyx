@@ -428,6 +428,11 @@ cdef class AtariGame:
         self.life_lost = False
         return 0
 
+    cdef int new_game(self) except -1:
+        self.reset_game()
+        self.elapsed_steps = 0
+        return 0
+
     cdef int reset(self, atari_env* env, uint8_t* obs) except -1:
         cdef int k
         cdef bint go_on, restarted
@@ -443,23 +448,15 @@ cdef class AtariGame:
         self.life_lost = False
         restarted = not go_on
         if restarted:
-            self.elapsed_steps = 0
-            self.reset_game()
+            self.new_game()
         noops = int(self.np_random.integers(1, self.noop_max + 1)) if self.noop_max > 0 else 0
         if self.fire_start:          # EnvPool's fire start: the last start frame fires
             noops = max(noops - 1, 0)
-        for _ in range(noops):
-            self.act(self.noop)
-            if self.game_over(True):
-                self.reset_game()
+        for start_action in [self.noop] * noops + ([self.fire] if self.fire_start else []):
+            self.act(start_action)
+            if self.game_over(True):   # (EnvPool's step count goes on here; a new game's is 0)
+                self.new_game()
                 restarted = True
-                self.elapsed_steps = 0   # (EnvPool's count goes on here; a new game's starts at 0)
-        if self.fire_start:
-            self.act(self.fire)
-            if self.game_over(True):
-                self.reset_game()
-                restarted = True
-                self.elapsed_steps = 0
         self.lives = self.lives_of()
         self.grab(self.frames[0])
         self.frames[1].fill(0)       # as AtariPreprocessing: the pair's older frame is blank
