@@ -233,7 +233,7 @@ class MujocoSingleEnv(SingleEnv):
         if self.render_mode is None:
             return None
         self._check_open("render()")
-        return self._frames.frame(*self._binding.state_of(self._pool, 0))
+        return self._frames.frame(*self._binding.block_of(self._pool, 0))
 
     def close(self):
         if self._frames is not None:

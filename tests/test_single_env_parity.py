@@ -50,39 +50,43 @@ def gymnasium_frames(name: str, states, **render_kwargs) -> list[np.ndarray]:
     return frames
 
 
-def shoal_frames_and_states(name: str, steps: int, **render_kwargs):
-    """shoal's frames of env `name` after a reset and `steps` random steps,
-    with the (qpos, qvel) each was drawn at."""
-    env = gymnasium.make(f"shoal/{name}-v5", render_mode="rgb_array", **render_kwargs)
-    env.reset(seed=1)
-    env.action_space.seed(1)
-    nq = len(env.unwrapped.init_qpos)
-    frames, states = [], []
+def lockstep_frames(name: str, steps: int, **render_kwargs):
+    """(shoal's frame, gymnasium's frame) pairs of env `name`: shoal's env is
+    set to gymnasium's reset state, then both take the same random actions,
+    and each pair is drawn after a reset or step of both."""
+    theirs = gymnasium.make(f"{name}-v5", render_mode="rgb_array", **render_kwargs)
+    ours = gymnasium.make(f"shoal/{name}-v5", render_mode="rgb_array", **render_kwargs)
+    theirs.reset(seed=0)
+    ours.reset(seed=0)
+    ours.unwrapped.set_state(theirs.unwrapped.data.qpos, theirs.unwrapped.data.qvel)
+    theirs.action_space.seed(1)
+    pairs = []
     for t in range(steps + 1):
         if t:
-            env.step(env.action_space.sample())
-        frames.append(frame_or_skip(env))
-        state = env.unwrapped.state_vector()
-        states.append((state[:nq], state[nq:]))
-    env.close()
-    return frames, states
+            action = theirs.action_space.sample()
+            ours.step(action)
+            theirs.step(action)
+        pairs.append((frame_or_skip(ours), theirs.render()))
+    ours.close()
+    theirs.close()
+    return pairs
 
 
 @pytest.mark.parametrize("name", RENDERED)
-def test_frames_equal_gymnasiums_from_the_same_states(name, headless_gl):
+def test_frames_equal_gymnasiums_in_lockstep(name, headless_gl):
     """Same camera (gymnasium's free camera: the median of the geoms at the
     first frame, the model's extent, then the env's DEFAULT_CAMERA_CONFIG),
-    same 480x480 size and scene: from equal states the frames are equal,
-    pixel for pixel (measured: 0 differing pixels for all five envs, EGL on
-    the dev VM, so equality is asserted). The reference is gymnasium's frame
-    after its set_state: right after its own step(), gymnasium's data holds
-    the positions of the last substep's start (mj_step computes them before
-    integrating), 2-6% of the pixels off (HalfCheetah, Ant) in a 5-step
-    lockstep run."""
+    same 480x480 size and scene, and the same data drawn: right after a
+    step, gymnasium's data holds the positions its last substep started
+    from (mj_step computes them before integrating), and shoal's frame is
+    drawn from a copy of its C env's mjData, which holds the same. Measured:
+    0 differing pixels for all five envs (EGL on the dev VM), so equality is
+    asserted; when frames were drawn from the final qpos instead, 2-6% of
+    HalfCheetah's and Ant's pixels differed after a step."""
     needs_gymnasium_mujoco()
-    frames, states = shoal_frames_and_states(name, steps=2)
-    assert frames[0].shape == (480, 480, 3) and frames[0].dtype == np.uint8
-    for t, (ours, theirs) in enumerate(zip(frames, gymnasium_frames(name, states))):
+    pairs = lockstep_frames(name, steps=3)
+    assert pairs[0][0].shape == (480, 480, 3) and pairs[0][0].dtype == np.uint8
+    for t, (ours, theirs) in enumerate(pairs):
         assert np.array_equal(ours, theirs), \
             f"{name} frame {t}: {np.count_nonzero((ours != theirs).any(-1))} pixels differ"
 
@@ -98,10 +102,10 @@ def test_frames_equal_gymnasiums_from_the_same_states(name, headless_gl):
 ])
 def test_render_keywords_as_gymnasiums(render_kwargs, headless_gl):
     needs_gymnasium_mujoco()
-    frames, states = shoal_frames_and_states("Hopper", steps=1, **render_kwargs)
+    pairs = lockstep_frames("Hopper", steps=1, **render_kwargs)
     size = (render_kwargs.get("height", 480), render_kwargs.get("width", 480), 3)
-    assert frames[0].shape == size
-    for ours, theirs in zip(frames, gymnasium_frames("Hopper", states, **render_kwargs)):
+    assert pairs[0][0].shape == size
+    for ours, theirs in pairs:
         assert np.array_equal(ours, theirs)
     env = gymnasium.make("shoal/Hopper-v5", **render_kwargs)   # kept as given, as gymnasium's
     reference = gymnasium.make("Hopper-v5", **render_kwargs)
@@ -295,3 +299,22 @@ def test_discrete_actions_as_0d_arrays_and_tensors():
         env.step(np.array(1.0))
     env.close()
     reference.close()
+
+
+def test_frames_copy_only_into_a_matching_model():
+    """The renderer copies the C env's whole mjData (mj_copyData): into the
+    data of a model with other sizes that would write out of bounds, so it
+    is refused with an error instead."""
+    pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    import mujoco
+    from shoal.envs.mujoco.binding import model_path
+    from shoal.pool import Serial
+    with Serial("HalfCheetah", 1, seed=0) as pool:
+        block, i = pool.spec.load_binding().block_of(pool, 0)
+        same = mujoco.MjModel.from_xml_path(str(model_path("half_cheetah.xml")))
+        data = mujoco.MjData(same)
+        block.copy_data_into(i, same, data)
+        assert np.array_equal(data.qpos, block.get_state(i)[0])
+        other = mujoco.MjModel.from_xml_path(str(model_path("hopper.xml")))
+        with pytest.raises(ValueError, match="does not match"):
+            block.copy_data_into(i, other, mujoco.MjData(other))

@@ -45,6 +45,7 @@ def _load_library():
     lib.shoal_mj_block_ops.argtypes = [_P]
     lib.shoal_mj_block_set_state.argtypes = [_P, ctypes.c_int64, _P, _P]
     lib.shoal_mj_block_get_state.argtypes = [_P, ctypes.c_int64, _P, _P]
+    lib.shoal_mj_block_copy_data.argtypes = [_P, ctypes.c_int64, _P, _P]
     lib.shoal_mj_block_run_steps.argtypes = [_P, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
     lib.kind_index = {lib.shoal_mj_kind_name(k).decode(): k for k in range(lib.shoal_mj_num_kinds())}
     return lib
@@ -232,8 +233,7 @@ class MujocoBinding:
         if tracking not in self._pool_frames:
             options = render_options(self.spec.name, **({"camera_name": "track"} if tracking else {}))
             self._pool_frames[tracking] = FrameRenderer(self.spec, options)
-        return self._pool_frames[tracking].frame(*block.get_state(i), cameras=block.render_cameras,
-                                                 key=(tracking, i))
+        return self._pool_frames[tracking].frame(block, i, cameras=block.render_cameras, key=(tracking, i))
 
 
 def import_mujoco():
@@ -256,8 +256,10 @@ class FrameRenderer:
     model's cameras (fixed), the free camera, which at the env's first
     frame looks at the median of the geoms' positions from the model's
     extent, then takes default_camera_config's fields; it does not follow
-    the body (a free camera ignores trackbodyid). A state is drawn after
-    mj_forward, as gymnasium's set_state leaves its data.
+    the body (a free camera ignores trackbodyid). A frame draws a copy of
+    the C env's mjData, as gymnasium draws its env's data: after a step the
+    bodies stand where the last substep started (what mj_step leaves in
+    xpos), not at the final qpos.
 
     `options`: render_options()'s dict. Loads the model when made (an
     unknown camera_id is an error then); the OpenGL context starts at the
@@ -357,15 +359,14 @@ class FrameRenderer:
         camera.fixedcamid = self.camera_id
         return camera
 
-    def frame(self, qpos: np.ndarray, qvel: np.ndarray, cameras: dict | None = None, key=0) -> np.ndarray:
-        """An RGB frame (height, width, 3) uint8 of the model at qpos / qvel,
-        through camera `key` of `cameras` (default: this renderer's own),
-        made from this state if it has none yet."""
+    def frame(self, block: "Block", i: int, cameras: dict | None = None, key=0) -> np.ndarray:
+        """An RGB frame (height, width, 3) uint8 of env `i` of `block` as it
+        is now, through camera `key` of `cameras` (default: this renderer's
+        own), made from this state if it has none yet."""
         if self._context is None:
             self._start()
         mujoco, data = self._mujoco, self._data
-        data.qpos[:], data.qvel[:] = qpos, qvel
-        mujoco.mj_forward(self._model, data)
+        block.copy_data_into(i, self._model, data)
         cameras = self.cameras if cameras is None else cameras
         if key not in cameras:
             cameras[key] = self._first_camera()
@@ -480,6 +481,15 @@ class Block:
         if not 0 <= i < self.count or qpos.shape != (b.nq,) or qvel.shape != (b.nv,):
             raise ValueError(f"set_state needs 0 <= i < {self.count}, qpos ({b.nq},), qvel ({b.nv},)")
         self._lib.shoal_mj_block_set_state(self._block, i, qpos.ctypes.data, qvel.ctypes.data)
+
+    def copy_data_into(self, i: int, model, data) -> None:
+        """Env `i`'s whole mjData into `data`, a mujoco.MjData of `model`
+        (this env's model file, loaded by the mujoco package)."""
+        if not 0 <= i < self.count:
+            raise ValueError(f"copy_data_into needs 0 <= i < {self.count}")
+        if self._lib.shoal_mj_block_copy_data(self._block, i, model._address, data._address) != 0:
+            raise ValueError(f"{self._binding.spec.name}: the renderer's model does not match the "
+                             f"env's (its sizes differ); both should come from the same model file")
 
     def get_state(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(qpos, qvel) of env `i` of the block (copies)."""

@@ -8,8 +8,9 @@
  *   blocks             shoal_mj_block_new / _free / _run: a contiguous block
  *                      of envs inside the pool's buffers, with the same
  *                      shoal_block_ops table header envs give the worker loop
- *   tests and bench    shoal_mj_block_set_state / _get_state (alignment
- *                      tests), shoal_mj_block_run_steps (the plain C loop)
+ *   state              shoal_mj_block_set_state / _get_state (set_state,
+ *                      alignment tests), _copy_data (rendering)
+ *   bench              shoal_mj_block_run_steps (the plain C loop)
  */
 #include <stdlib.h>
 #include <stdio.h>
@@ -214,6 +215,23 @@ void shoal_mj_block_get_state(shoal_mj_block* b, int64_t i, double* qpos, double
     const mujoco_env* env = &b->envs[i];
     memcpy(qpos, env->d->qpos, sizeof(double) * env->m->nq);
     memcpy(qvel, env->d->qvel, sizeof(double) * env->m->nv);
+}
+
+/* Env i of the block's whole mjData into `dest` (an mjData of `dest_model`,
+ * a model loaded from the same file by the same libmujoco), for rendering:
+ * after mj_step the positions a renderer draws (xpos, geom_xpos, ...) are
+ * those its last substep started from, not those of the final qpos, and
+ * gymnasium draws them as they are. Returns 0, or -1 (nothing copied) if the
+ * two models' sizes differ. */
+int shoal_mj_block_copy_data(shoal_mj_block* b, int64_t i, const mjModel* dest_model, mjData* dest) {
+    const mujoco_env* env = &b->envs[i];
+    const mjModel* m = env->m;
+    if (dest_model->nq != m->nq || dest_model->nv != m->nv || dest_model->nbody != m->nbody
+            || dest_model->ngeom != m->ngeom || dest_model->nbuffer != m->nbuffer
+            || dest_model->narena != m->narena)
+        return -1;
+    mj_copyData(dest, m, env->d);
+    return 0;
 }
 
 /* The plain C loop, for benchmarks: `steps` steps of the whole block, step t
