@@ -379,8 +379,15 @@ def validate(config: Config) -> None:
     if vec["backend"] != "cuda" and vec["num_envs"] % vec["num_batches"]:
         raise ConfigError(f"[vec] num_batches = {vec['num_batches']}: expected a divisor of "
                           f"[vec] num_envs = {vec['num_envs']} (each batch steps the same number of envs)")
-    if vec["backend"] != "cuda" and vec["num_workers"] > vec["num_envs"]:  # the pool's own error names no key
+    # [vec] num_workers is the multiprocessing pool's (the trainer gives serial pools none);
+    # the pool's own errors name its arguments, not these keys
+    if vec["backend"] == "multiprocessing" and vec["num_workers"] > vec["num_envs"]:
         raise ConfigError(workers_exceed_envs(vec["num_workers"], vec["num_envs"]))
+    if vec["backend"] == "multiprocessing" and vec["num_workers"] % vec["num_batches"]:
+        raise ConfigError(f"[vec] num_workers = {vec['num_workers']}: expected a multiple of [vec] "
+                          f"num_batches = {vec['num_batches']} (each batch has workers of its own); set "
+                          f"--vec.num-workers {max(vec['num_batches'], vec['num_workers'] // vec['num_batches'] * vec['num_batches'])}"
+                          f" (0: one per core) or --vec.num-batches 1")
     if pc.get("separate_critic") and pc["lstm"]:
         raise ConfigError("[policy] separate_critic = true: expected lstm = false (the separate "
                           "critic is an MLP of the obs)")

@@ -420,7 +420,8 @@ def make_pool(cfg: dict, env: str, seed: int, device: torch.device = torch.devic
     batches = vec["num_batches"]
     if batches < 1 or num_envs % batches:
         raise ValueError(f"[vec] num_batches = {batches} must divide [vec] num_envs = {num_envs}")
-    return shoal.make(env, num_envs, backend=vec["backend"], num_workers=vec["num_workers"] or None,
+    workers = vec["num_workers"] if vec["backend"] == "multiprocessing" else 0   # serial: its own blocks
+    return shoal.make(env, num_envs, backend=vec["backend"], num_workers=workers or None,
                       batch_size=num_envs // batches, autoreset_mode="same_step", seed=seed,
                       env_kwargs=env_kwargs)
 
@@ -1341,7 +1342,7 @@ def check_world_split(cfg: dict, world: int) -> tuple[int, int | None]:
             f"{world * batches} ({world} ranks x [vec] num_batches = {batches}), so that every rank steps whole "
             f"batches")
     local = vc["num_envs"] // world
-    if vc["backend"] != "cuda" and vc["num_workers"] > local:  # [vec] num_workers is per rank
+    if vc["backend"] == "multiprocessing" and vc["num_workers"] > local:  # [vec] num_workers is per rank
         raise shoal_config.ConfigError(shoal_config.workers_exceed_envs(vc["num_workers"], vc["num_envs"], world))
     workers = None
     if vc["backend"] == "multiprocessing" and vc["num_workers"] == 0:

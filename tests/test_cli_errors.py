@@ -180,7 +180,7 @@ def test_train_names_the_vec_keys_when_workers_outnumber_envs(tmp_path, capsys):
     """The pool's own error (num_workers=8 exceeds num_envs=4) names no
     config key: shoal train's names them and the flags that fix it."""
     err = refused(capsys, ["train", "cartpole", *TINY, "--run-dir", str(tmp_path / "r"),
-                           "--vec.num-envs", "4", "--vec.num-workers", "8"])
+                           "--vec.backend", "multiprocessing", "--vec.num-envs", "4", "--vec.num-workers", "8"])
     assert "shoal train: error: [vec] num_workers = 8 is more than [vec] num_envs = 4" in err
     assert "--vec.num-workers 4 or fewer" in err and "--vec.num-envs 8 or more" in err
     assert not (tmp_path / "r").exists()

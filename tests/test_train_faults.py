@@ -82,13 +82,30 @@ def test_bad_value_is_a_config_error_naming_the_key(flag, value, message):
      "[vec] num_batches = 3: expected a divisor of [vec] num_envs = 8"),
     (["--vec.num-envs", "2", "--train.num-steps", "4", "--train.num-minibatches", "9"],
      "[train] num_minibatches = 9: expected at most the batch size"),
-    (["--vec.num-envs", "4", "--vec.num-workers", "8"],
+    (["--vec.backend", "multiprocessing", "--vec.num-envs", "4", "--vec.num-workers", "8"],
      "[vec] num_workers = 8 is more than [vec] num_envs = 4: every worker steps at least one env; "
      "set --vec.num-workers 4 or fewer"),
+    (["--vec.backend", "multiprocessing", "--vec.num-envs", "4", "--vec.num-workers", "3",
+      "--vec.num-batches", "2"],
+     "[vec] num_workers = 3: expected a multiple of [vec] num_batches = 2 (each batch has workers of its "
+     "own); set --vec.num-workers 2 (0: one per core) or --vec.num-batches 1"),
 ])
 def test_rules_between_keys(flags, message):
-    with pytest.raises(config.ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(config.ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")
+                       .replace("(", r"\(").replace(")", r"\)")):
         config.load("cartpole", flags)
+
+
+def test_a_serial_pool_ignores_num_workers():
+    """[vec] num_workers is the multiprocessing pool's: with backend serial
+    no value of it is an error, and the pool is made without it."""
+    cfg = config.load("cartpole", ["--vec.backend", "serial", "--vec.num-envs", "4",
+                                   "--vec.num-workers", "3", "--vec.num-batches", "2"])
+    pool = train.make_pool(cfg, "CartPole", seed=0)
+    try:
+        assert pool.num_envs == 4 and pool.num_batches == 2
+    finally:
+        pool.close()
 
 
 def test_workers_per_rank_are_checked_against_the_envs_per_rank():
@@ -126,12 +143,12 @@ def test_cli_rejects_a_bad_value_before_making_a_run_folder(tmp_path, capsys, fl
 
 
 def test_a_pool_argument_the_pool_refuses_leaves_no_run_folder(tmp_path, capsys):
-    """The pool's own checks (here: workers per batch) run before the folder is
-    made, so the corrected command can use the same --run-dir."""
+    """The config's and pool's checks (here: workers per batch) run before the
+    folder is made, so the corrected command can use the same --run-dir."""
     run_dir = tmp_path / "r"
     bad = ["--vec.backend", "multiprocessing", "--vec.num-workers", "1", "--vec.num-batches", "2"]
     assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(run_dir), *bad]) == 2
-    assert "num_workers=1" in capsys.readouterr().err
+    assert "[vec] num_workers = 1: expected a multiple of [vec] num_batches = 2" in capsys.readouterr().err
     assert not run_dir.exists()
     assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(run_dir), "--vec.backend", "multiprocessing",
                      "--vec.num-workers", "2", "--vec.num-batches", "2"]) == 0
