@@ -364,6 +364,37 @@ def test_env_errors_log_what_gymnasium_logs(no_leaks):
     assert env.closed
 
 
+class WrongShapeObsEnv(gymnasium.Env):
+    """Box(3,) observations, but step returns `bad` (reset a right one)."""
+    observation_space, action_space = spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(2)
+
+    def __init__(self, bad):
+        self.bad = bad
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        return self.bad, 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("bad", [np.ones((1, 3), np.float32), np.float32(1.0), np.ones(1), [1.0, 2.0]])
+def test_an_observation_of_the_wrong_shape_is_an_error_as_in_sync(no_leaks, bad):
+    """numpy would broadcast a (1, 3), scalar or (1,) value into a (3,) row
+    (gymnasium's AsyncVectorEnv does, with shared memory), hiding the env's
+    bug; SyncVectorEnv raises, and so does shoal's pool."""
+    fns = [functools.partial(WrongShapeObsEnv, bad)] * 2
+    with pytest.raises(ValueError):
+        sync = SyncVectorEnv(fns)
+        sync.reset(seed=0)
+        sync.step(np.zeros(2, np.int64))
+    env = AsyncVectorEnv(fns, num_workers=2)
+    env.reset(seed=0)
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match=r"shape .* where the space's shape is \(3,\)"):
+        env.step(np.zeros(2, np.int64))
+    assert env.closed
+
+
 def test_copy_false_equals_sync(no_leaks):
     run_against_sync(rich_fns(3), AutoresetMode.NEXT_STEP, 60,
                      pool_kwargs={"copy": False}, sync_kwargs={"copy": False})
