@@ -22,9 +22,9 @@ def supports_render(spec) -> bool:
 
 def render_modes(spec) -> list[str]:
     """The render modes env `spec` can draw. Library-backed envs draw
-    through their library (MuJoCo: its own renderer, "rgb_array" only)."""
+    through their library (MuJoCo: its own renderer, with depth too)."""
     if spec.kind != "header":
-        return ["rgb_array"]
+        return list(getattr(spec.load_binding(), "RENDER_MODES", ["rgb_array"]))
     binding = spec.load_binding()
     drawn = all(hasattr(binding, name) for name in ("RENDER_SHAPE", "render_rgb", "render_text"))
     return RENDER_MODES if drawn else []
@@ -58,14 +58,21 @@ def env_bytes(pool, index: int) -> np.ndarray:
     return pool.env_states[index * size:(index + 1) * size]
 
 
+def library_frame(pool, index: int, mode: str = "rgb_array"):
+    """What a library-backed env's own renderer draws of env `index` in
+    `mode` (one of its binding's RENDER_MODES)."""
+    if pool.closed:   # its envs' state is gone (a header env's bytes say so themselves)
+        raise PoolClosedError(f"this {type(pool).__name__} pool is closed: its envs can no "
+                              f"longer be drawn")
+    binding = pool.spec.load_binding()
+    return binding.render_pool(pool, index) if mode == "rgb_array" else binding.render_pool(pool, index, mode=mode)
+
+
 def frame(pool, index: int = 0) -> np.ndarray:
     """An RGB frame (H, W, 3) uint8 of env `index` of a native pool."""
-    binding = pool.spec.load_binding()
     if pool.spec.kind != "header":
-        if pool.closed:   # its envs' state is gone (a header env's bytes say so themselves)
-            raise PoolClosedError(f"this {type(pool).__name__} pool is closed: its envs can no "
-                                  f"longer be drawn")
-        return binding.render_pool(pool, index)
+        return library_frame(pool, index)
+    binding = pool.spec.load_binding()
     out = np.zeros((*binding.RENDER_SHAPE, 3), dtype=np.uint8)
     binding.render_rgb(env_bytes(pool, index), out)
     return out
@@ -81,4 +88,8 @@ def render(pool, render_mode: str | None, index: int = 0):
     None without a render mode."""
     if render_mode is None:
         return None
-    return frame(pool, index) if render_mode == "rgb_array" else text(pool, index)
+    if render_mode == "ansi":
+        return text(pool, index)
+    if render_mode == "rgb_array":
+        return frame(pool, index)
+    return library_frame(pool, index, render_mode)   # a library's own mode (MuJoCo's depth)

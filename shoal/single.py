@@ -190,7 +190,7 @@ class MujocoSingleEnv(SingleEnv):
         # Made (its camera choice checked against the model) only for a mode
         # that draws; its OpenGL context starts at the first frame, as gymnasium's.
         try:
-            self._frames = FrameRenderer(spec, options) if render_mode == "rgb_array" else None
+            self._frames = FrameRenderer(spec, options) if render_mode is not None else None
         except BaseException:
             self._pool.close()
             raise
@@ -229,11 +229,13 @@ class MujocoSingleEnv(SingleEnv):
         return np.concatenate(self._binding.state_of(self._pool, 0))
 
     def render(self):
-        """An RGB frame (height, width, 3) as gymnasium's env draws it; None without a render_mode."""
+        """What gymnasium's env draws for render_mode: an RGB frame (height,
+        width, 3) uint8, the depth buffer (height, width) float32, or both
+        ("rgbd_tuple"); None without a render_mode."""
         if self.render_mode is None:
             return None
         self._check_open("render()")
-        return self._frames.frame(*self._binding.block_of(self._pool, 0))
+        return self._frames.frame(*self._binding.block_of(self._pool, 0), mode=self.render_mode)
 
     def close(self):
         if self._frames is not None:

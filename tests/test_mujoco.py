@@ -421,7 +421,7 @@ def test_rgb_array_rendering_or_a_clear_error():
     env = gymnasium.make("shoal/Hopper-v5", render_mode="rgb_array")
     env.reset(seed=0)
     env.step(np.zeros(3, np.float32))
-    assert env.metadata["render_fps"] == 125 and env.metadata["render_modes"] == ["rgb_array"]
+    assert env.metadata["render_fps"] == 125 and env.metadata["render_modes"] == ["rgb_array", "depth_array", "rgbd_tuple"]
     try:
         frame = env.render()
     except RuntimeError as e:   # no OpenGL here: the error must say what to do

@@ -50,12 +50,12 @@ def gymnasium_frames(name: str, states, **render_kwargs) -> list[np.ndarray]:
     return frames
 
 
-def lockstep_frames(name: str, steps: int, **render_kwargs):
+def lockstep_frames(name: str, steps: int, render_mode: str = "rgb_array", **render_kwargs):
     """(shoal's frame, gymnasium's frame) pairs of env `name`: shoal's env is
     set to gymnasium's reset state, then both take the same random actions,
     and each pair is drawn after a reset or step of both."""
-    theirs = gymnasium.make(f"{name}-v5", render_mode="rgb_array", **render_kwargs)
-    ours = gymnasium.make(f"shoal/{name}-v5", render_mode="rgb_array", **render_kwargs)
+    theirs = gymnasium.make(f"{name}-v5", render_mode=render_mode, **render_kwargs)
+    ours = gymnasium.make(f"shoal/{name}-v5", render_mode=render_mode, **render_kwargs)
     theirs.reset(seed=0)
     ours.reset(seed=0)
     ours.unwrapped.set_state(theirs.unwrapped.data.qpos, theirs.unwrapped.data.qvel)
@@ -89,6 +89,25 @@ def test_frames_equal_gymnasiums_in_lockstep(name, headless_gl):
     for t, (ours, theirs) in enumerate(pairs):
         assert np.array_equal(ours, theirs), \
             f"{name} frame {t}: {np.count_nonzero((ours != theirs).any(-1))} pixels differ"
+
+
+def test_depth_modes_as_gymnasiums(headless_gl):
+    """render_mode "depth_array" (the raw depth buffer, float32 in [0, 1]) and
+    "rgbd_tuple" (RGB and depth) give gymnasium's arrays, in lockstep; a
+    vector env's render gives each env's depth."""
+    needs_gymnasium_mujoco()
+    for ours, theirs in lockstep_frames("Hopper", steps=2, render_mode="depth_array", width=64, height=48):
+        assert ours.shape == (48, 64) and ours.dtype == np.float32 and 0 < ours.min() < ours.max() <= 1
+        assert np.array_equal(ours, theirs)
+    for ours, theirs in lockstep_frames("Hopper", steps=1, render_mode="rgbd_tuple", width=64, height=48):
+        assert isinstance(ours, tuple) and ours[0].shape == (48, 64, 3) and ours[1].shape == (48, 64)
+        assert np.array_equal(ours[0], theirs[0]) and np.array_equal(ours[1], theirs[1])
+    envs = gymnasium.make_vec("shoal/Hopper-v5", 2, render_mode="depth_array", backend="serial")
+    envs.reset(seed=0)
+    frames = envs.render()
+    envs.close()
+    assert [f.shape for f in frames] == [(480, 480)] * 2 and frames[0].dtype == np.float32
+    assert gymnasium.make("shoal/Hopper-v5").metadata["render_modes"] == ["rgb_array", "depth_array", "rgbd_tuple"]
 
 
 @pytest.mark.parametrize("render_kwargs", [

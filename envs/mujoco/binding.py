@@ -115,6 +115,9 @@ class MujocoBinding:
     """Sizes and dtypes of one configured MuJoCo env, and its Block."""
 
     AGENTS_PER_ENV = 1
+    # gymnasium's MuJoCo render modes but "human" (no window here): depth is
+    # the raw OpenGL depth buffer in [0, 1], as gymnasium returns it
+    RENDER_MODES = ["rgb_array", "depth_array", "rgbd_tuple"]
     STATE_DTYPE = STATE_DTYPE
     OBS_DTYPE = np.dtype(np.float64)
     ACT_DTYPE = np.dtype(np.float32)
@@ -217,14 +220,15 @@ class MujocoBinding:
 
     # ---- rendering (MuJoCo's own renderer, through its Python bindings) ----
 
-    def render_pool(self, pool, index: int, tracking: bool = False) -> np.ndarray:
+    def render_pool(self, pool, index: int, tracking: bool = False, mode: str = "rgb_array"):
         """An RGB frame of env `index` of a pool whose envs live in this
         process, as gymnasium's env renders it with its default render
         keywords (each env keeps its own camera, fixed at its first frame,
         as each of a SyncVectorEnv's envs does). tracking (shoal's GIFs):
         from the model's camera "track", which follows the body, where it
         has one (gymnasium's default view before gymnasium 1.4, whose free
-        camera stays where the env's first frame was drawn)."""
+        camera stays where the env's first frame was drawn). mode: one of
+        RENDER_MODES (FrameRenderer.frame)."""
         block, i = self.block_of(pool, index)
         mujoco = import_mujoco()
         tracking = tracking and mujoco.mj_name2id(self.model_copy(), mujoco.mjtObj.mjOBJ_CAMERA, "track") != -1
@@ -233,7 +237,8 @@ class MujocoBinding:
         if tracking not in self._pool_frames:
             options = render_options(self.spec.name, **({"camera_name": "track"} if tracking else {}))
             self._pool_frames[tracking] = FrameRenderer(self.spec, options)
-        return self._pool_frames[tracking].frame(block, i, cameras=block.render_cameras, key=(tracking, i))
+        return self._pool_frames[tracking].frame(block, i, cameras=block.render_cameras, key=(tracking, i),
+                                                 mode=mode)
 
 
 def import_mujoco():
@@ -359,10 +364,12 @@ class FrameRenderer:
         camera.fixedcamid = self.camera_id
         return camera
 
-    def frame(self, block: "Block", i: int, cameras: dict | None = None, key=0) -> np.ndarray:
-        """An RGB frame (height, width, 3) uint8 of env `i` of `block` as it
-        is now, through camera `key` of `cameras` (default: this renderer's
-        own), made from this state if it has none yet."""
+    def frame(self, block: "Block", i: int, cameras: dict | None = None, key=0, mode: str = "rgb_array"):
+        """Env `i` of `block` as it is now, through camera `key` of `cameras`
+        (default: this renderer's own), made from this state if it has none
+        yet: for mode "rgb_array" an RGB frame (height, width, 3) uint8,
+        "depth_array" the depth buffer (height, width) float32, "rgbd_tuple"
+        both, as gymnasium's renderer returns them."""
         if self._context is None:
             self._start()
         mujoco, data = self._mujoco, self._data
@@ -374,9 +381,16 @@ class FrameRenderer:
         mujoco.mjv_updateScene(self._model, data, self._scene_option, self._perturb, cameras[key],
                                mujoco.mjtCatBit.mjCAT_ALL, self._scene)
         mujoco.mjr_render(self._viewport, self._scene, self._mjr_context)
-        pixels = np.empty((self.options["height"], self.options["width"], 3), dtype=np.uint8)
-        mujoco.mjr_readPixels(pixels, None, self._viewport, self._mjr_context)
-        return np.ascontiguousarray(pixels[::-1])   # OpenGL's rows run bottom to top
+        height, width = self.options["height"], self.options["width"]
+        pixels = np.empty((height, width, 3), dtype=np.uint8) if mode != "depth_array" else None
+        depth = np.empty((height, width), dtype=np.float32) if mode != "rgb_array" else None
+        mujoco.mjr_readPixels(pixels, depth, self._viewport, self._mjr_context)
+        # OpenGL's rows run bottom to top
+        if mode == "rgb_array":
+            return np.ascontiguousarray(pixels[::-1])
+        if mode == "depth_array":
+            return np.ascontiguousarray(depth[::-1])
+        return np.ascontiguousarray(pixels[::-1]), np.ascontiguousarray(depth[::-1])
 
     def close(self) -> None:
         """Free the OpenGL context (a later frame starts a new one)."""
