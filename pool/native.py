@@ -883,7 +883,9 @@ class NativePool:
         self.close()
 
     def __repr__(self):
-        state = "closed" if self.closed else f"{self.num_workers} workers"
+        # a Serial pool's "workers" are blocks it steps itself
+        unit = "blocks in this process" if isinstance(self, Serial) else "workers"
+        state = "closed" if self.closed else f"{self.num_workers} {unit}"
         if not self.closed and getattr(self, "parent_share", False):
             state += ", one of them this process"
         return (f"{type(self).__name__}({self.spec.name}, num_envs={self.num_envs}, "

@@ -100,9 +100,12 @@ class EnvPoolCompat:
     @property
     def config(self) -> dict:
         """EnvPool's `envs.config`: the pool's settings under EnvPool's names
-        (num_threads: the worker processes), then the env's own options."""
+        (num_threads: the worker processes; 0 for a Serial pool, which has
+        none), then the env's own options."""
+        from shoal.pool import Serial
         pool = self.pool
-        return {"num_envs": pool.num_envs, "batch_size": pool.batch_size, "num_threads": pool.num_workers,
+        workers = 0 if isinstance(pool, Serial) else pool.num_workers
+        return {"num_envs": pool.num_envs, "batch_size": pool.batch_size, "num_threads": workers,
                 "seed": pool._construction_seed.seed, "max_episode_steps": pool.spec.max_episode_steps,
                 **pool.spec.env_kwargs}
 

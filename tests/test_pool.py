@@ -335,6 +335,8 @@ def test_envpool_compat_returns_arrays_of_the_callers_own(no_leaks):
     with EnvPoolCompat(shoal.make("CartPole", 4, backend="serial"), copy=False) as envs:
         obs, _ = envs.reset()
         assert np.shares_memory(obs, envs.step(np.zeros(4, np.int64))[0])
+        assert envs.config["num_threads"] == 0, "a Serial pool has no worker processes"
+        assert "blocks in this process" in repr(envs.pool)
     with EnvPoolCompat(shoal.make("CartPole", 4, num_workers=2, batch_size=2, seed=5,
                                   max_episode_steps=100)) as envs:
         assert envs.config == {"num_envs": 4, "batch_size": 2, "num_threads": 2, "seed": 5,
