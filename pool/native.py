@@ -1083,7 +1083,7 @@ class Multiprocessing(NativePool):
                 busy = _native.wait_done(self._ctrl, first, count, _WAIT_SLICE_S, self._yield_s)
                 if busy < 0:
                     return
-                self._check_waiting_on(busy)
+                self._check_waiting_on(busy, first + count)
         deadline = time.monotonic() + self.timeout
         while True:
             left = deadline - time.monotonic()
@@ -1091,7 +1091,7 @@ class Multiprocessing(NativePool):
                                      self._yield_s)
             if busy < 0:
                 return
-            self._check_waiting_on(busy)
+            self._check_waiting_on(busy, first + count)
             if left <= 0:
                 error = WorkerTimeoutError(
                     f"{self._workers.describe(busy)} did not finish within "
@@ -1100,9 +1100,8 @@ class Multiprocessing(NativePool):
                 self._workers.kill()  # mid-command: no point asking them to close
                 raise error
 
-    def _check_waiting_on(self, busy: int) -> None:
-        if not self._workers.processes[busy].is_alive():
-            raise self._workers.failure(busy, "died")
+    def _check_waiting_on(self, busy: int, stop: int) -> None:
+        self._workers.check_alive(busy, stop)   # workers before `busy` are done
         if self._closing:
             raise PoolClosedError(f"this {type(self).__name__} pool was closed during this call "
                                   f"(by another thread or a signal handler)")

@@ -611,8 +611,7 @@ class AsyncVectorEnv(VectorEnv):
                 self._taken = done
                 if busy < 0:
                     continue
-                if not self._workers.processes[busy].is_alive():
-                    raise self._workers.failure(busy, "died")
+                self._workers.check_alive(busy, count)
                 if self._stop_waits:
                     raise ClosedEnvironmentError(f"{type(self).__name__} was closed during this call "
                                                  f"(by another thread or a signal handler)")

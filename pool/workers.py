@@ -208,6 +208,14 @@ class Workers:
         start, stop = self.ranges[k]
         return f"shoal worker {k} (pid {self.processes[k].pid}, envs {start}..{stop - 1})"
 
+    def check_alive(self, first: int, stop: int) -> None:
+        """failure(k, "died") for the first dead one of workers first..stop-1
+        (all of a command's workers not yet done: a dead one after a busy
+        one is reported now, not once those before it finish)."""
+        for k in range(first, stop):
+            if not self.processes[k].is_alive():
+                raise self.failure(k, "died")
+
     def failure(self, k: int, what: str) -> WorkerError:
         """The error for worker k that `what` ("died", "exited while
         starting"), with how it ended; the pool closes itself."""

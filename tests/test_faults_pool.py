@@ -191,6 +191,38 @@ def test_stopped_worker_times_out_and_closes_the_pool(no_leaks):
         pool.step(np.zeros(8, np.int32))
 
 
+@pytest.mark.parametrize("kind", ["native", "python"])
+def test_a_dead_worker_is_reported_while_an_earlier_one_is_still_busy(kind, no_leaks):
+    """Worker 0 stopped (a long step), worker 1 killed: the wait reports
+    worker 1's death within a wait slice, not only once worker 0 is done
+    (here never: the timeout of 30 s, which the old check reached, is the
+    fallback)."""
+    if kind == "native":
+        pool = Multiprocessing("cartpole", 8, num_workers=2, seed=0, timeout=30)
+        pool.step(np.zeros(8, np.int32))
+    else:
+        pool = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
+        pool.reset(seed=0)
+    stopped, killed = (p.pid for p in pool._workers.processes)
+    os.kill(stopped, signal.SIGSTOP)
+    os.kill(killed, signal.SIGKILL)
+    try:
+        start = time.monotonic()
+        with pytest.raises(WorkerError) as caught:
+            if kind == "native":
+                pool.step(np.zeros(8, np.int32))
+            else:
+                pool.step_async(np.zeros(2, np.int64))
+                pool.step_wait(timeout=30)
+        elapsed = time.monotonic() - start
+    finally:
+        if alive(stopped):
+            os.kill(stopped, signal.SIGCONT)
+    assert "worker 1" in str(caught.value) and "died" in str(caught.value), caught.value
+    assert elapsed < 10.0
+    assert pool.closed
+
+
 def test_timeout_is_validated_and_serial_accepts_it():
     with pytest.raises(ValueError, match="timeout"):
         Serial("cartpole", 2, timeout=0)
