@@ -7,6 +7,7 @@ exactly like env i of a pool reset with seed s - i.
 """
 from __future__ import annotations
 
+import copy
 import operator
 
 import gymnasium
@@ -40,7 +41,14 @@ _MUJOCO_STATE_IN_C = (
 # gymnasium's attributes that shoal's envs of a binding cannot have, and
 # what to use instead: the AttributeError says so (hasattr and getattr
 # with a default still see an AttributeError).
+_CARTPOLE_STATE_IN_C = (
+    "shoal's CartPole keeps its state in a C struct (envs/cartpole/cartpole.h): the observation "
+    "is that state (x, x_dot, theta, theta_dot), and its constants are gymnasium's CartPole-v1's "
+    "(x_threshold 2.4, theta_threshold_radians 12 degrees, tau 0.02, euler integration)")
 GYMNASIUM_ONLY_ATTRIBUTES = {
+    "shoal.envs.cartpole.binding": {name: _CARTPOLE_STATE_IN_C for name in (
+        "state", "x_threshold", "theta_threshold_radians", "tau", "gravity", "masscart", "masspole",
+        "length", "force_mag", "kinematics_integrator")},
     MUJOCO_BINDING: {
         "model": _MUJOCO_STATE_IN_C,
         "data": _MUJOCO_STATE_IN_C,
@@ -84,6 +92,7 @@ class SingleEnv(gymnasium.Env):
         self._discrete_n = (int(self.action_space.n) if isinstance(self.action_space, gymnasium.spaces.Discrete)
                             and self.action_space.start == 0 else None)
         self.render_mode = render_mode
+        self._was_reset = False   # step() before a first reset() is an error, as gymnasium's envs assert
         self._action = np.zeros(self._pool.action_space.shape, dtype=self._pool.buffers.actions.dtype)
         # Library-backed envs report gymnasium's step and reset info (reward
         # terms, positions, lives) from their shared state; header envs have none.
@@ -105,17 +114,40 @@ class SingleEnv(gymnasium.Env):
         raise AttributeError(f"{message}: {hint}" if hint else message, name=name, obj=self)
 
     def __reduce__(self):
-        """Pickling (cloudpickle in SuperSuit or SubprocVecEnv, copy.deepcopy)
+        """Pickling (cloudpickle in SuperSuit or SubprocVecEnv, copy.copy)
         makes a fresh env from the same arguments (its state is a C struct
-        in a pool): reset it before use."""
+        in a pool): reset it before use (step() refuses until then)."""
         return rebuild, (type(self), *self._args), {"spec": self.spec}   # gymnasium.make's spec
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy: a header env's copy goes on from this env's state,
+        as a deepcopy of gymnasium's CartPole does (the whole state is the
+        pool's pointer-free buffers, copied: the C struct with its RNG, the
+        episode's count, the last outputs). A library-backed env's state
+        (MuJoCo's mjData, Atari's emulator) is out of reach: its copy is a
+        fresh env, to reset before use."""
+        clone = rebuild(type(self), *self._args)
+        memo[id(self)] = clone
+        clone.spec = copy.deepcopy(self.spec, memo)
+        if self._pool.spec.kind == "header" and self._was_reset and not self._pool.closed:
+            for name in ("env_states", "episodes", "obs", "final_obs", "rewards", "terminals",
+                         "truncations", "masks"):
+                getattr(clone._pool.buffers, name)[...] = getattr(self._pool.buffers, name)
+            clone._np_random = copy.deepcopy(self._np_random, memo)
+            clone._np_random_seed = self._np_random_seed
+            clone._was_reset = True
+        return clone
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         obs, info = self._pool.reset(seed=seed)
+        self._was_reset = True
         return obs[0].copy(), one_env_info(info)
 
     def step(self, action):
+        if not self._was_reset:
+            raise gymnasium.error.ResetNeeded("Cannot call env.step() before calling env.reset() (a copy "
+                                              "or unpickled env starts fresh, too)")
         if self.spec_continuous:
             # gymnasium's MuJoCo envs take out-of-bounds actions (the physics
             # clamps them); the pool refuses NaN / inf.

@@ -243,6 +243,47 @@ def test_made_env_behaves_like_cartpole_v1_step_by_step():
     theirs.close()
 
 
+@pytest.mark.parametrize("env_id", [ENV_ID, "shoal/Corridor-v0"])
+def test_deepcopy_goes_on_from_the_same_state_as_cartpole_v1s(env_id):
+    """copy.deepcopy of a made header env (wrappers and all) continues from
+    the original's state, step for step and across resets (the C struct's
+    RNG is copied too), as a deepcopy of gymnasium's CartPole-v1 does."""
+    import copy
+    env = gymnasium.make(env_id)
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(1)
+    twin = copy.deepcopy(env)
+    rng = np.random.default_rng(0)
+    for t in range(300):
+        action = int(rng.integers(2))
+        ours, theirs = env.step(action), twin.step(action)
+        for a, b in zip(ours[:4], theirs[:4]):
+            assert np.array_equal(a, b), t
+        if ours[2] or ours[3]:
+            assert np.array_equal(env.reset()[0], twin.reset()[0])
+    env.close()
+    twin.close()
+
+
+def test_a_fresh_or_rebuilt_env_refuses_step_before_reset():
+    """gymnasium's envs assert a reset before the first step; so does the
+    bare env here, and a pickled or MuJoCo deep copy (a fresh env: its
+    state is in the library) must be reset first."""
+    import copy
+    import pickle
+    bare = gymnasium.make(ENV_ID).unwrapped
+    with pytest.raises(ResetNeeded):
+        bare.step(0)
+    bare.reset(seed=0)
+    bare.step(0)
+    for fresh in (pickle.loads(pickle.dumps(bare)), copy.copy(bare)):
+        with pytest.raises(ResetNeeded):
+            fresh.step(0)
+        fresh.close()
+    bare.close()
+
+
 def test_registration_is_idempotent_and_make_vec_modes():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
