@@ -223,13 +223,20 @@ class ShoalVecEnv(_SameStepVecEnv):
         return [frames[row // self.env_spec.agents] for row in range(self.num_envs)]
 
     def get_attr(self, attr_name: str, indices=None) -> list[Any]:
+        """A gymnasium.Env attribute every sub-env shares (render_mode, spec,
+        metadata, observation_space, action_space), once per index; any
+        other is an AttributeError (an env's state is a C struct)."""
         n = len(self._get_indices(indices))
-        if attr_name == "render_mode":
-            return [self._render_mode] * n
-        if attr_name == "spec":
-            return [self.spec] * n
+        from shoal.pool import render
+        shared = {"render_mode": lambda: self._render_mode, "spec": lambda: self.spec,
+                  "metadata": lambda: render.env_metadata(self.env_spec),
+                  "observation_space": lambda: self.observation_space,
+                  "action_space": lambda: self.action_space}
+        if attr_name in shared:
+            return [shared[attr_name]()] * n
         raise AttributeError(f"shoal envs are C structs, not Python objects: no attribute "
-                             f"{attr_name!r} to get (ShoalVecEnv.env_spec and .pool hold what there is)")
+                             f"{attr_name!r} to get (ShoalVecEnv.env_spec and .pool hold what there is; "
+                             f"get_attr answers {sorted(shared)})")
 
     def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
         raise AttributeError(f"shoal envs are C structs, not Python objects: cannot set {attr_name!r}")

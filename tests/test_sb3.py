@@ -109,6 +109,12 @@ def test_misuse_is_a_clear_error():
     with pytest.raises(AttributeError, match="C structs"):
         env.get_attr("gravity")
     assert env.get_attr("render_mode") == [None, None]
+    # what DummyVecEnv over gymnasium.make("shoal/CartPole-v0") answers, too
+    reference = gymnasium.make("shoal/CartPole-v0")
+    assert env.get_attr("metadata", [1]) == [reference.metadata]
+    assert env.get_attr("action_space") == [reference.action_space] * 2
+    assert env.get_attr("observation_space")[0] == reference.observation_space
+    reference.close()
     assert env.env_is_wrapped(gymnasium.Wrapper) == [False, False]
     env.close()
 
