@@ -12,9 +12,12 @@ truncated) has mask False and obs, reward and flags zero; its action is
 ignored. On the step an agent leaves, its row still carries that step's
 obs, reward and flag with mask True.
 
-Spaces: every agent's action space must be the same. Observation spaces
-must be the same too, except Boxes of one dtype and rank, which are
-zero-padded to the largest shape (mpe's simple_tag: 16 vs 14 features).
+Agents and spaces: every env has the same possible_agents, in the same
+order (checked). Every agent's action space must be the same (SuperSuit's
+pad_action_space_v0 pads ones that differ). Observation spaces must be the
+same too, except Boxes of one dtype and rank, which are zero-padded to the
+largest shape (mpe's simple_tag: 16 vs 14 features), and have a fixed
+layout (Box, Discrete, MultiDiscrete, MultiBinary, Dict / Tuple of them).
 
 Episodes: an env's episode ends when it has no agents left; with NEXT_STEP
 (default) the next step resets it (rewards zero, flags false), as
@@ -39,7 +42,7 @@ from gymnasium.vector.utils import batch_space, create_empty_array
 
 from shoal.pool.native import parse_autoreset_mode
 from shoal.pool.python_pool import AsyncVectorEnv
-from shoal.pool.spaces import row_writer
+from shoal.pool.spaces import check_shareable, row_writer
 
 
 def padded_space(by_agent: dict[str, spaces.Space], what: str) -> spaces.Space:
@@ -83,6 +86,11 @@ class AgentRows(gymnasium.Env):
         self.agent_observation_space = padded_space(
             {a: env.observation_space(a) for a in self.agents}, "observation")
         self.agent_action_space = padded_space({a: env.action_space(a) for a in self.agents}, "action")
+        try:   # the rows are written into arrays
+            check_shareable(self.agent_observation_space)
+        except gymnasium.error.CustomSpaceError as e:
+            raise ValueError(f"the agents' observation space {self.agent_observation_space} cannot be "
+                             f"pooled as rows: {e}") from None
         self.observation_space = spaces.Dict({
             "obs": batch_space(self.agent_observation_space, count),
             "mask": spaces.MultiBinary(count),
@@ -229,19 +237,29 @@ class ParallelEnvPool:
         self.num_envs = self.vector_env.num_envs
         self.num_agents = int(inner["mask"].shape[0])
         self.num_rows = self.num_envs * self.num_agents
-        probe = self.vector_env.get_attr("agents")[0]
-        self.possible_agents = list(probe)
+        agents_by_env = self.vector_env.get_attr("agents")
+        self.possible_agents = list(agents_by_env[0])
+        for e, agents in enumerate(agents_by_env):
+            if list(agents) != self.possible_agents:
+                self.vector_env.close()
+                raise ValueError(f"env {e}'s possible_agents {list(agents)} differ from env 0's "
+                                 f"{self.possible_agents}: a row is one agent of one env, so every env "
+                                 f"of the pool needs the same agents, in the same order")
         self.single_observation_space = self.vector_env.get_attr("agent_observation_space")[0]
         self.single_action_space = self.vector_env.get_attr("agent_action_space")[0]
         self.observation_space = batch_space(self.single_observation_space, self.num_rows)
         self.action_space = batch_space(self.single_action_space, self.num_rows)
         self.metadata = dict(self.vector_env.metadata)
+        self.render_mode = self.vector_env.render_mode
         self.autoreset_mode = mode
         self._masks = np.zeros(self.num_rows, dtype=np.bool_)
 
     @property
     def masks(self) -> np.ndarray:
-        """Per row: the agent is present (as of the last reset or step)."""
+        """Per row: the agent is present (as of the last reset or step; an
+        array the next call rewrites: info["mask"] is this call's)."""
+        if self.closed:
+            raise gymnasium.error.ClosedEnvironmentError("this ParallelEnvPool is closed")
         return self._masks
 
     @property
@@ -268,16 +286,32 @@ class ParallelEnvPool:
         """Reset envs (env e gets seed + e for an int seed); (obs rows, info).
         info["mask"]: rows with an agent present; info[agent]: that agent's
         infos over envs, gymnasium-style with "_" masks."""
-        observation, infos = self.vector_env.reset(seed=seed, options=options)
-        obs, *_ = self._rows(observation)
-        return obs, self._info(infos)
+        self.reset_async(seed=seed, options=options)
+        return self.reset_wait()
 
     def step(self, actions):
         """Step every env with one action row per (env, agent) row; rows of
         absent agents are ignored. Returns (obs, rewards, terminals,
         truncations, info) per row; info["mask"] as in reset."""
-        batched = _split_leading(actions, self.num_envs, self.num_agents)
-        observation, _, _, _, infos = self.vector_env.step(batched)
+        self.step_async(actions)
+        return self.step_wait()
+
+    # gymnasium's async halves, with their timeouts: a late or stuck env is a
+    # multiprocessing.TimeoutError and the pool stays usable (shoal.pool.AsyncVectorEnv's faults)
+
+    def reset_async(self, *, seed: int | list | None = None, options: dict | None = None) -> None:
+        self.vector_env.reset_async(seed=seed, options=options)
+
+    def reset_wait(self, timeout: float | None = None):
+        observation, infos = self.vector_env.reset_wait(timeout=timeout)
+        obs, *_ = self._rows(observation)
+        return obs, self._info(infos)
+
+    def step_async(self, actions) -> None:
+        self.vector_env.step_async(_split_leading(actions, self.num_envs, self.num_agents))
+
+    def step_wait(self, timeout: float | None = None):
+        observation, _, _, _, infos = self.vector_env.step_wait(timeout=timeout)
         obs, reward, terminated, truncated = self._rows(observation)
         return obs, reward, terminated, truncated, self._info(infos)
 

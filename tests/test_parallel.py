@@ -176,6 +176,58 @@ def test_actions_must_cover_every_row(no_leaks):
             pool.step(np.zeros(5, np.int64))
 
 
+class Renamed(Hunters):
+    """Hunters whose agents are listed in another order."""
+
+    def __init__(self):
+        super().__init__()
+        self.possible_agents = ["scout", "hunter_1", "hunter_0"]
+        self._obs = {a: spaces.Box(-10, 10, (5,), np.float32) for a in self.possible_agents}
+
+
+class Talkers(Hunters):
+    """Text observations: no fixed layout to write as rows."""
+
+    def observation_space(self, agent):
+        return spaces.Text(8)
+
+
+def test_envs_must_share_agents_and_a_fixed_layout(no_leaks):
+    """Rows are (env, agent) by position: an env listing its agents in
+    another order would have its rows mislabelled, so it is refused; a
+    space without a layout (Text) is refused by name, not by an internal
+    error from the row writer."""
+    with pytest.raises(ValueError, match=r"env 1's possible_agents \['scout', 'hunter_1', 'hunter_0'\] "
+                                         r"differ from env 0's"):
+        ParallelEnvPool([Hunters, Renamed], num_workers=1)
+    with pytest.raises(ValueError, match="cannot be pooled as rows"):
+        ParallelEnvPool([Talkers] * 2, num_workers=1)
+
+
+def test_async_halves_time_out_and_leave_the_pool_usable(no_leaks):
+    """gymnasium's step_async / step_wait(timeout=): a stopped worker is a
+    multiprocessing.TimeoutError, and once it is back the pool steps on."""
+    import multiprocessing as mp
+    import os
+    import signal
+    with ParallelEnvPool([Hunters] * 2, num_workers=2) as pool:
+        pool.reset(seed=0)
+        assert pool.render_mode is None
+        victim = pool.vector_env._workers.processes[1].pid
+        os.kill(victim, signal.SIGSTOP)
+        try:
+            pool.step_async(np.zeros(6, np.int64))
+            with pytest.raises(mp.TimeoutError):
+                pool.step_wait(timeout=0.3)
+        finally:
+            os.kill(victim, signal.SIGCONT)
+        obs, *_ = pool.step(np.zeros(6, np.int64))
+        assert obs.shape == (6, 5)
+    from gymnasium.error import ClosedEnvironmentError
+    with pytest.raises(ClosedEnvironmentError):
+        pool.masks
+
+
 def test_shoal_env_passes_pettingzoo_api_and_seed_tests():
     parallel_api_test(ShoalParallelEnv("cartpole"), num_cycles=600)
     parallel_seed_test(lambda: ShoalParallelEnv("cartpole"), num_cycles=300)
