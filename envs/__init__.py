@@ -29,8 +29,9 @@ _ENVPOOL_ARGUMENTS = {
     "num_threads": "shoal's workers are processes, set by num_workers",
     "thread_affinity_offset": "shoal does not pin workers to cores",
     "env_type": "shoal serves gymnasium's API (the 5-tuple step) only; for EnvPool's "
-                "one-env observation_space / action_space, wrap the pool in "
-                "shoal.envpool_compat.EnvPoolCompat",
+                "task ids, defaults and one-env observation_space / action_space, use "
+                "shoal.envpool_compat.make_gymnasium(task_id, ...) (or wrap a pool in "
+                "shoal.envpool_compat.EnvPoolCompat)",
     "frame_skip": "Atari envs take gymnasium's frameskip",
     "use_inter_area_resize": "Atari frames are always resized by OpenCV's INTER_AREA rule",
     "zero_discount_on_life_loss": "Atari's episodic_life=True ends the episode (terminated) at a lost life",

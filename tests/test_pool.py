@@ -294,6 +294,54 @@ def test_envpool_compat_gives_one_envs_spaces_and_the_pools_calls(no_leaks):
         shoal.make("CartPole", 2, env_type="gymnasium")
 
 
+def test_envpool_compat_make_takes_envpools_task_ids_and_defaults(no_leaks):
+    """shoal.envpool_compat.make_gymnasium: EnvPool's task ids, argument
+    names and defaults (seed 42; CartPole-v0's 200 steps; Atari v5's fire
+    start, no sticky actions, 27,000 steps, channel-first RGB), one env's
+    spaces; what shoal cannot do is an error naming the task."""
+    import shoal.envpool_compat as envpool
+    ids = envpool.list_all_envs()
+    assert {"CartPole-v0", "CartPole-v1", "Pong-v5", "HalfCheetah-v5"} <= set(ids)
+    assert not any(i.startswith(("Snake", "Drive", "Corridor")) for i in ids)
+    with envpool.make_gymnasium("CartPole-v1", num_envs=4, batch_size=2, num_threads=2) as envs:
+        assert envs.config == {"num_envs": 4, "batch_size": 2, "num_threads": 2, "seed": 42,
+                               "max_episode_steps": 500}
+        assert envs.is_async and envs.action_space == gymnasium.spaces.Discrete(2)
+    with envpool.make("CartPole-v0", "gymnasium", num_envs=2, seed=3) as envs:
+        assert envs.config["max_episode_steps"] == 200 and envs.config["seed"] == 3
+    pytest.importorskip("ale_py", reason="Atari envs need ale-py")
+    with envpool.make_gymnasium("Breakout-v5", num_envs=2, gray_scale=False, frame_skip=2) as envs:
+        obs, info = envs.reset()
+        config = envs.config
+        assert obs.shape == (2, 12, 84, 84) and envs.observation_space.shape == (12, 84, 84)
+        assert (config["use_fire_reset"], config["repeat_action_probability"], config["frameskip"],
+                config["max_episode_steps"]) == (True, 0.0, 2, 27000)
+    for task, kwargs, message in [
+            ("HalfCheetah-v4", {}, "HalfCheetah-v5 only"), ("Snake-v0", {}, "not one shoal has"),
+            ("Pong-v5", {"zero_discount_on_life_loss": True}, "can only be False"),
+            ("CartPole-v1", {"thread_affinity_offset": 0}, "not pinned"),
+            ("CartPole-v1", {"env_type": "dm"}, "gymnasium's API only")]:
+        with pytest.raises(ValueError, match=message):
+            envpool.make(task, **kwargs)
+
+
+def test_envpool_compat_make_has_envpools_spaces_and_config_keys():
+    """Side by side with EnvPool itself (where installed): the same one-env
+    spaces and obs shapes, and config names EnvPool's pool settings alike."""
+    envpool = pytest.importorskip("envpool", reason="the comparison needs EnvPool (the bench extra)")
+    pytest.importorskip("ale_py", reason="Atari envs need ale-py")
+    import shoal.envpool_compat as compat
+    for task, kwargs in [("CartPole-v1", {}), ("Pong-v5", {}), ("Pong-v5", {"gray_scale": False, "stack_num": 2})]:
+        theirs = envpool.make_gymnasium(task, num_envs=2, **kwargs)
+        with compat.make_gymnasium(task, num_envs=2, **kwargs) as ours:
+            assert ours.observation_space == theirs.observation_space, task
+            assert ours.action_space == theirs.action_space, task
+            assert ours.reset()[0].shape == theirs.reset()[0].shape
+            for key in ("num_envs", "batch_size", "seed", "max_episode_steps"):
+                assert ours.config[key] == theirs.config[key], (task, key)
+        theirs.close()
+
+
 def test_envpool_compat_returns_arrays_of_the_callers_own(no_leaks):
     """EnvPool returns new arrays every call, and code written for it keeps
     them: through EnvPoolCompat the kept steps stay what they were (the
