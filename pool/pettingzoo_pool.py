@@ -109,9 +109,16 @@ class AgentRows(gymnasium.Env):
     def _obs_writer(self) -> Callable[[int, Any], None]:
         space, rows = self.agent_observation_space, self._rows["obs"]
         if isinstance(space, spaces.Box):
+            # each agent's obs has its own space's shape (not broadcast), in the padded row's corner
+            shapes = [self.parallel_env.observation_space(agent).shape for agent in self.agents]
+            regions = [(k,) + tuple(slice(0, d) for d in shape) for k, shape in enumerate(shapes)]
+
             def write_padded(k, value):
                 value = np.asarray(value)
-                rows[(k,) + tuple(slice(0, d) for d in value.shape)] = value
+                if value.shape != shapes[k]:
+                    raise ValueError(f"agent {self.agents[k]!r}'s observation has shape {value.shape}, "
+                                     f"its observation space's is {shapes[k]}")
+                rows[regions[k]] = value
             return write_padded
         return row_writer(space, rows)
 

@@ -65,7 +65,9 @@ def library_frame(pool, index: int, mode: str = "rgb_array"):
         raise PoolClosedError(f"this {type(pool).__name__} pool is closed: its envs can no "
                               f"longer be drawn")
     binding = pool.spec.load_binding()
-    return binding.render_pool(pool, index) if mode == "rgb_array" else binding.render_pool(pool, index, mode=mode)
+    if mode == "rgb_array":   # every library's render_pool draws RGB (Atari's takes no mode)
+        return binding.render_pool(pool, index)
+    return binding.render_pool(pool, index, mode=mode)
 
 
 def frame(pool, index: int = 0) -> np.ndarray:

@@ -85,10 +85,11 @@ def carve_batch(space: spaces.Space, n: int, memory, offset: int = 0) -> Any:
 
 def row_writer(space: spaces.Space, batch: Any) -> Callable[[int, Any], None]:
     """A function (i, value) that stores one space element into row i of
-    `batch`. A leaf value of another shape than the space's is a ValueError,
-    as in gymnasium's SyncVectorEnv, not broadcast into the row (as numpy,
-    and gymnasium's AsyncVectorEnv, would do with a (1, 3) or scalar value
-    for a (3,) row), which would hide the env's bug."""
+    `batch`. A leaf value of another shape than the space's is a ValueError
+    (the pool that gets it from a worker closes), as gymnasium's
+    SyncVectorEnv raises one, not broadcast into the row (as numpy, and
+    gymnasium's AsyncVectorEnv, would do with a (1, 3) or scalar value for
+    a (3,) row), which would hide the env's bug."""
     if isinstance(space, _LEAVES):
         return _leaf_writer(batch)
     if isinstance(space, spaces.Tuple):
@@ -115,7 +116,7 @@ def _leaf_writer(batch: np.ndarray) -> Callable[[int, Any], None]:
         shape = getattr(value, "shape", None)   # an array's (or tensor's); else numpy's reading
         if shape is None:
             shape = () if isinstance(value, (int, float)) else np.shape(value)
-        if shape != row_shape:
+        if tuple(shape) != row_shape:
             raise ValueError(f"a value of shape {tuple(shape)} where the space's shape is {row_shape} "
                              f"(the env returned an observation outside its observation_space)")
         store(i, value)

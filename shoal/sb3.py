@@ -227,16 +227,17 @@ class ShoalVecEnv(_SameStepVecEnv):
         metadata, observation_space, action_space), once per index; any
         other is an AttributeError (an env's state is a C struct)."""
         n = len(self._get_indices(indices))
-        from shoal.pool import render
-        shared = {"render_mode": lambda: self._render_mode, "spec": lambda: self.spec,
-                  "metadata": lambda: render.env_metadata(self.env_spec),
-                  "observation_space": lambda: self.observation_space,
-                  "action_space": lambda: self.action_space}
-        if attr_name in shared:
-            return [shared[attr_name]()] * n
+        if attr_name == "render_mode":
+            return [self._render_mode] * n
+        if attr_name == "metadata":
+            from shoal.pool import render
+            return [render.env_metadata(self.env_spec)] * n
+        if attr_name in ("spec", "observation_space", "action_space"):   # the VecEnv's own are one env's
+            return [getattr(self, attr_name)] * n
         raise AttributeError(f"shoal envs are C structs, not Python objects: no attribute "
                              f"{attr_name!r} to get (ShoalVecEnv.env_spec and .pool hold what there is; "
-                             f"get_attr answers {sorted(shared)})")
+                             f"get_attr answers render_mode, spec, metadata, observation_space and "
+                             f"action_space)")
 
     def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
         raise AttributeError(f"shoal envs are C structs, not Python objects: cannot set {attr_name!r}")

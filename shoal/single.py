@@ -38,13 +38,13 @@ _MUJOCO_STATE_IN_C = (
     "set_state(qpos, qvel) and state_vector(), and step info holds gymnasium's positions and "
     "reward terms. For the model's constants load a copy (changes to it do not reach the env): "
     "mujoco.MjModel.from_xml_path(str(shoal.envs.mujoco.binding.model_path(xml_file)))")
-# gymnasium's attributes that shoal's envs of a binding cannot have, and
-# what to use instead: the AttributeError says so (hasattr and getattr
-# with a default still see an AttributeError).
 _CARTPOLE_STATE_IN_C = (
     "shoal's CartPole keeps its state in a C struct (envs/cartpole/cartpole.h): the observation "
     "is that state (x, x_dot, theta, theta_dot), and its constants are gymnasium's CartPole-v1's "
     "(x_threshold 2.4, theta_threshold_radians 12 degrees, tau 0.02, euler integration)")
+# gymnasium's attributes that shoal's envs of a binding cannot have, and
+# what to use instead: the AttributeError says so (hasattr and getattr
+# with a default still see an AttributeError).
 GYMNASIUM_ONLY_ATTRIBUTES = {
     "shoal.envs.cartpole.binding": {name: _CARTPOLE_STATE_IN_C for name in (
         "state", "x_threshold", "theta_threshold_radians", "tau", "gravity", "masscart", "masspole",
@@ -74,9 +74,9 @@ class SingleEnv(gymnasium.Env):
         return super().__new__(cls)
 
     # What gymnasium.make checks before construction: every mode shoal can
-    # draw. An instance narrows it to its env's (an env that does not draw
-    # rejects a render_mode with a clear error).
-    metadata = {"render_modes": ["rgb_array", "ansi"]}
+    # draw (MuJoCo's depth modes included). An instance narrows it to its
+    # env's (an env that does not draw rejects a render_mode with a clear error).
+    metadata = {"render_modes": ["rgb_array", "ansi", "depth_array", "rgbd_tuple"]}
 
     def __init__(self, env_name: str = "CartPole", render_mode: str | None = None, **env_kwargs):
         spec = env_spec(env_name, **env_kwargs)
@@ -133,6 +133,8 @@ class SingleEnv(gymnasium.Env):
             for name in ("env_states", "episodes", "obs", "final_obs", "rewards", "terminals",
                          "truncations", "masks"):
                 getattr(clone._pool.buffers, name)[...] = getattr(self._pool.buffers, name)
+            # a reset without a seed goes on as the original's would (not from the clone's own seed)
+            clone._pool._construction_seed = copy.deepcopy(self._pool._construction_seed, memo)
             clone._np_random = copy.deepcopy(self._np_random, memo)
             clone._np_random_seed = self._np_random_seed
             clone._was_reset = True
@@ -254,6 +256,7 @@ class MujocoSingleEnv(SingleEnv):
             raise ValueError(f"{self._pool.spec.name}: set_state needs qpos of shape ({nq},) and qvel "
                              f"of shape ({nv},), got {qpos.shape} and {qvel.shape}")
         self._binding.set_state_of(self._pool, 0, qpos, qvel)
+        self._was_reset = True   # a state of the caller's own: step() may go on from it
 
     def state_vector(self) -> np.ndarray:
         """gymnasium's MujocoEnv.state_vector: qpos and qvel, concatenated (a copy)."""

@@ -421,6 +421,10 @@ def make_pool(cfg: dict, env: str, seed: int, device: torch.device = torch.devic
     if batches < 1 or num_envs % batches:
         raise ValueError(f"[vec] num_batches = {batches} must divide [vec] num_envs = {num_envs}")
     workers = vec["num_workers"] if vec["backend"] == "multiprocessing" else 0   # serial: its own blocks
+    if vec["backend"] == "serial" and vec["num_workers"]:
+        print(f"note: [vec] num_workers = {vec['num_workers']} has no effect with backend serial (it "
+              f"steps every env in this process); use --vec.backend multiprocessing for workers",
+              file=sys.stderr)
     return shoal.make(env, num_envs, backend=vec["backend"], num_workers=workers or None,
                       batch_size=num_envs // batches, autoreset_mode="same_step", seed=seed,
                       env_kwargs=env_kwargs)

@@ -253,6 +253,12 @@ def test_deepcopy_goes_on_from_the_same_state_as_cartpole_v1s(env_id):
     env.reset(seed=0)
     for _ in range(5):
         env.step(1)
+    reset_at_once = copy.deepcopy(env)   # resets from the env's RNG, not from the clone's own seed
+    assert np.array_equal(reset_at_once.reset()[0], env.reset()[0])
+    assert np.array_equal(reset_at_once.step(0)[0], env.step(0)[0])
+    reset_at_once.close()
+    for _ in range(5):
+        env.step(1)
     twin = copy.deepcopy(env)
     rng = np.random.default_rng(0)
     for t in range(300):

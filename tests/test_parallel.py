@@ -192,6 +192,24 @@ class Talkers(Hunters):
         return spaces.Text(8)
 
 
+class WideScout(Hunters):
+    """The scout's space says 3 features, its observations have 5."""
+
+    def _observe(self, agent):
+        return (self.state + self.possible_agents.index(agent)).astype(np.float32)
+
+
+def test_an_agents_obs_must_have_its_own_spaces_shape(no_leaks):
+    """Padded rows hold each agent's obs in their corner: one of another
+    shape than the agent's space (here the scout's 5 for 3) is an error,
+    not written over the padding."""
+    with ParallelEnvPool([WideScout], num_workers=1) as pool:
+        pool.reset(seed=0)
+        with pytest.warns(UserWarning), pytest.raises(ValueError, match="'scout'.* shape \\(5,\\).* \\(3,\\)"):
+            for _ in range(3):   # the scout spawns at step 2
+                pool.step(np.zeros(3, np.int64))
+
+
 def test_envs_must_share_agents_and_a_fixed_layout(no_leaks):
     """Rows are (env, agent) by position: an env listing its agents in
     another order would have its rows mislabelled, so it is refused; a

@@ -384,15 +384,46 @@ def test_an_observation_of_the_wrong_shape_is_an_error_as_in_sync(no_leaks, bad)
     (gymnasium's AsyncVectorEnv does, with shared memory), hiding the env's
     bug; SyncVectorEnv raises, and so does shoal's pool."""
     fns = [functools.partial(WrongShapeObsEnv, bad)] * 2
+    sync = SyncVectorEnv(fns)
+    sync.reset(seed=0)
     with pytest.raises(ValueError):
-        sync = SyncVectorEnv(fns)
-        sync.reset(seed=0)
         sync.step(np.zeros(2, np.int64))
+    sync.close()
     env = AsyncVectorEnv(fns, num_workers=2)
     env.reset(seed=0)
     with pytest.warns(UserWarning), pytest.raises(ValueError, match=r"shape .* where the space's shape is \(3,\)"):
         env.step(np.zeros(2, np.int64))
     assert env.closed
+
+
+class LooseTypesEnv(gymnasium.Env):
+    """Observations of the right shapes in the loose types envs return:
+    numpy and Python scalars, bools, lists, tuples, torch tensors."""
+    observation_space = spaces.Dict({
+        "discrete": spaces.Discrete(3), "flag": spaces.Discrete(2), "scalar": spaces.Box(-1, 1, ()),
+        "bits": spaces.MultiBinary(3), "pair": spaces.MultiDiscrete([3, 3]), "box": spaces.Box(-1, 1, (2,))})
+    action_space = spaces.Discrete(2)
+
+    def _obs(self):
+        import torch
+        return {"discrete": np.int64(2), "flag": True, "scalar": 0.5, "bits": [1, 0, 1],
+                "pair": (2, 1), "box": torch.tensor([0.25, -0.5])}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 0.0, self.t % 3 == 0, False, {}
+
+
+def test_observations_of_the_right_shape_in_loose_types_equal_sync(no_leaks):
+    """The shape check lets every value of the space's shape through,
+    whatever its type, as SyncVectorEnv takes them."""
+    pytest.importorskip("torch")
+    run_against_sync([LooseTypesEnv] * 2, AutoresetMode.NEXT_STEP, 8)
 
 
 def test_copy_false_equals_sync(no_leaks):

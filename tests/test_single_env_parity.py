@@ -321,19 +321,25 @@ def test_discrete_actions_as_0d_arrays_and_tensors():
 
 
 def test_frames_copy_only_into_a_matching_model():
-    """The renderer copies the C env's whole mjData (mj_copyData): into the
-    data of a model with other sizes that would write out of bounds, so it
-    is refused with an error instead."""
+    """The renderer copies the C env's whole mjData (mj_copyData). Into the
+    data of another model, or of the same model with other data sizes (here
+    nuserdata, which leaves the model's own sizes and signature alike),
+    mj_copyData would stop the process with an mjERROR: it is refused with
+    a ValueError instead."""
     pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
     import mujoco
     from shoal.envs.mujoco.binding import model_path
     from shoal.pool import Serial
+    xml = model_path("half_cheetah.xml").read_text()
+    more_userdata = xml.replace('<mujoco model="cheetah">', '<mujoco model="cheetah"><size nuserdata="10"/>', 1)
+    assert more_userdata != xml
     with Serial("HalfCheetah", 1, seed=0) as pool:
         block, i = pool.spec.load_binding().block_of(pool, 0)
-        same = mujoco.MjModel.from_xml_path(str(model_path("half_cheetah.xml")))
+        same = mujoco.MjModel.from_xml_string(xml)
         data = mujoco.MjData(same)
         block.copy_data_into(i, same, data)
         assert np.array_equal(data.qpos, block.get_state(i)[0])
-        other = mujoco.MjModel.from_xml_path(str(model_path("hopper.xml")))
-        with pytest.raises(ValueError, match="does not match"):
-            block.copy_data_into(i, other, mujoco.MjData(other))
+        for other in (mujoco.MjModel.from_xml_path(str(model_path("hopper.xml"))),
+                      mujoco.MjModel.from_xml_string(more_userdata)):
+            with pytest.raises(ValueError, match="does not match"):
+                block.copy_data_into(i, other, mujoco.MjData(other))

@@ -503,7 +503,8 @@ class Block:
             raise ValueError(f"copy_data_into needs 0 <= i < {self.count}")
         if self._lib.shoal_mj_block_copy_data(self._block, i, model._address, data._address) != 0:
             raise ValueError(f"{self._binding.spec.name}: the renderer's model does not match the "
-                             f"env's (its sizes differ); both should come from the same model file")
+                             f"env's (another compiled model, or data of other sizes); both should "
+                             f"come from the same model file")
 
     def get_state(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(qpos, qvel) of env `i` of the block (copies)."""

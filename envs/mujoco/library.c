@@ -221,16 +221,18 @@ void shoal_mj_block_get_state(shoal_mj_block* b, int64_t i, double* qpos, double
  * a model loaded from the same file by the same libmujoco), for rendering:
  * after mj_step the positions a renderer draws (xpos, geom_xpos, ...) are
  * those its last substep started from, not those of the final qpos, and
- * gymnasium draws them as they are. Returns 0, or -1 (nothing copied) if the
- * two models' sizes differ. */
+ * gymnasium draws them as they are. Returns 0, or -1 (nothing copied) where
+ * mj_copyData would stop the process with an mjERROR: another model (its
+ * compiler signature), data buffers of other sizes, or a stack in use. */
 int shoal_mj_block_copy_data(shoal_mj_block* b, int64_t i, const mjModel* dest_model, mjData* dest) {
     const mujoco_env* env = &b->envs[i];
     const mjModel* m = env->m;
-    if (dest_model->nq != m->nq || dest_model->nv != m->nv || dest_model->nbody != m->nbody
-            || dest_model->ngeom != m->ngeom || dest_model->nbuffer != m->nbuffer
-            || dest_model->narena != m->narena)
+    const mjData* src = env->d;
+    if (dest_model->signature != m->signature || dest_model->nq != m->nq || dest_model->nv != m->nv
+            || dest_model->nbody != m->nbody || dest_model->ngeom != m->ngeom
+            || dest->nbuffer != src->nbuffer || dest->narena != src->narena || src->pstack != 0)
         return -1;
-    mj_copyData(dest, m, env->d);
+    mj_copyData(dest, m, src);
     return 0;
 }
 
