@@ -96,9 +96,10 @@ def test_rules_between_keys(flags, message):
         config.load("cartpole", flags)
 
 
-def test_a_serial_pool_ignores_num_workers():
+def test_a_serial_pool_ignores_num_workers(capsys):
     """[vec] num_workers is the multiprocessing pool's: with backend serial
-    no value of it is an error, and the pool is made without it."""
+    no value of it is an error, the pool is made without it, and a note
+    says it has no effect."""
     cfg = config.load("cartpole", ["--vec.backend", "serial", "--vec.num-envs", "4",
                                    "--vec.num-workers", "3", "--vec.num-batches", "2"])
     pool = train.make_pool(cfg, "CartPole", seed=0)
@@ -106,6 +107,7 @@ def test_a_serial_pool_ignores_num_workers():
         assert pool.num_envs == 4 and pool.num_batches == 2
     finally:
         pool.close()
+    assert "[vec] num_workers = 3 has no effect with backend serial" in capsys.readouterr().err
 
 
 def test_workers_per_rank_are_checked_against_the_envs_per_rank():
