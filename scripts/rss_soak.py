@@ -14,7 +14,6 @@ import os
 import sys
 import time
 
-
 import shoal
 
 DEFAULT_ENVS = ["CartPole", "Snake", "Drive", "Explorer", "HalfCheetah", "Pong", "Breakout"]
