@@ -237,9 +237,16 @@ class ParallelEnvPool:
                              f"(autoreset_mode={autoreset_mode!r}) would overwrite the rows of agents "
                              f"that just finished")
         self.copy = copy
-        self.vector_env = AsyncVectorEnv([functools.partial(AgentRows, fn) for fn in env_fns],
-                                         copy=False, autoreset_mode=mode, num_workers=num_workers,
-                                         **vector_kwargs)
+        try:
+            self.vector_env = AsyncVectorEnv([functools.partial(AgentRows, fn) for fn in env_fns],
+                                             copy=False, autoreset_mode=mode, num_workers=num_workers,
+                                             **vector_kwargs)
+        except RuntimeError as e:
+            if "space" not in str(e):
+                raise
+            # the vector env's words are about its sub-envs' spaces; here those are the agents' rows
+            raise ValueError("the envs' rows differ: every env of a ParallelEnvPool needs the same "
+                             "possible_agents (as many, in the same order) with the same spaces") from e
         inner = self.vector_env.single_observation_space
         self.num_envs = self.vector_env.num_envs
         self.num_agents = int(inner["mask"].shape[0])

@@ -210,6 +210,15 @@ def test_an_agents_obs_must_have_its_own_spaces_shape(no_leaks):
                 pool.step(np.zeros(3, np.int64))
 
 
+class Crowd(Hunters):
+    """Hunters with a fourth agent."""
+
+    def __init__(self):
+        super().__init__()
+        self.possible_agents = self.possible_agents + ["hunter_2"]
+        self._obs["hunter_2"] = self._obs["hunter_0"]
+
+
 def test_envs_must_share_agents_and_a_fixed_layout(no_leaks):
     """Rows are (env, agent) by position: an env listing its agents in
     another order would have its rows mislabelled, so it is refused; a
@@ -220,6 +229,8 @@ def test_envs_must_share_agents_and_a_fixed_layout(no_leaks):
         ParallelEnvPool([Hunters, Renamed], num_workers=1)
     with pytest.raises(ValueError, match="cannot be pooled as rows"):
         ParallelEnvPool([Talkers] * 2, num_workers=1)
+    with pytest.raises(ValueError, match="needs the same possible_agents"):   # not observation_mode advice
+        ParallelEnvPool([Hunters, Crowd], num_workers=2)
 
 
 def test_async_halves_time_out_and_leave_the_pool_usable(no_leaks):
