@@ -46,9 +46,7 @@ import re
 import numpy as np
 
 from shoal.pool.contract import parse_reset_mask
-
-ATARI_BINDING = "shoal.envs.atari.binding"
-MUJOCO_BINDING = "shoal.envs.mujoco.binding"
+from shoal.single import ATARI_BINDING, MUJOCO_BINDING
 
 # EnvPool's Atari v5 defaults where they differ from shoal's (gymnasium's
 # v5 stack): fire start, no sticky actions, a 27,000-step limit (108,000
@@ -149,7 +147,7 @@ class EnvPoolCompat:
         return f"EnvPoolCompat({self.pool!r}{'' if self.copy else ', copy=False'})"
 
 
-def _header_envs() -> dict:
+def _first_party_specs() -> dict:
     from shoal import envs
     return {name: envs.spec(name) for name in envs.names()}
 
@@ -158,7 +156,7 @@ def list_all_envs() -> list[str]:
     """The EnvPool task ids `make` serves: CartPole-v0 / -v1, the Atari
     games as "<Game>-v5", the MuJoCo envs as "<Env>-v5" (gymnasium v5's)."""
     ids = ["CartPole-v0", "CartPole-v1"]
-    for name, spec in _header_envs().items():
+    for name, spec in _first_party_specs().items():
         if spec.binding in (ATARI_BINDING, MUJOCO_BINDING):
             ids.append(f"{name}-v5")
     return ids
@@ -167,7 +165,7 @@ def list_all_envs() -> list[str]:
 def _resolve(task_id: str):
     """(shoal env name, default max_episode_steps, family) of an EnvPool task id."""
     match = re.fullmatch(r"(.+)-v(\d+)", str(task_id))
-    by_lower = {name.lower(): (name, spec) for name, spec in _header_envs().items()}
+    by_lower = {name.lower(): (name, spec) for name, spec in _first_party_specs().items()}
     name, spec = by_lower.get(match.group(1).lower(), (None, None)) if match else (None, None)
     if name is None or (name != "CartPole" and spec.binding not in (ATARI_BINDING, MUJOCO_BINDING)):
         raise ValueError(f"EnvPool task {task_id!r} is not one shoal has; shoal.envpool_compat.list_all_envs() "
