@@ -42,7 +42,10 @@ with one import changed:
 from __future__ import annotations
 
 import re
+import warnings
+from collections import namedtuple
 
+import gymnasium
 import numpy as np
 
 from shoal.pool.contract import parse_reset_mask
@@ -59,8 +62,9 @@ _ATARI_FIXED = {"zero_discount_on_life_loss": (False, "shoal has no info['discou
                 "use_inter_area_resize": (True, "shoal always resizes with INTER_AREA")}
 _MUJOCO_FIXED = {"frame_stack": (1, "stack observations in the learner"),
                  "gymnasium_v5_render_camera": (True, "shoal renders gymnasium v5's camera")}
-_POOL_FIXED = {"thread_affinity_offset": (-1, "shoal's workers are processes and are not pinned"),
-               "max_num_players": (1, "shoal's EnvPool tasks are single-player")}
+_POOL_FIXED = {"max_num_players": (1, "shoal's EnvPool tasks are single-player"),
+               "gym_reset_return_info": (True, "shoal's reset() always returns (obs, info)"),
+               "env_seed": ([], "pass seed=, or reset(seed=[...]) for a seed per env")}
 
 
 def _owned(value):
@@ -72,17 +76,47 @@ def _owned(value):
     return value
 
 
-class EnvPoolCompat:
+class EnvPoolSpec:
+    """EnvPool's `envs.spec` of a pool: its task id, one env's spaces,
+    reward_threshold and `config` (EnvPoolCompat.config as a named tuple:
+    `spec.config.max_episode_steps`); anything else is shoal's EnvSpec's."""
+
+    def __init__(self, compat: "EnvPoolCompat"):
+        self._env_spec = compat.pool.spec
+        self.id = compat.task_id or compat.pool.spec.name
+        self.observation_space = compat.observation_space
+        self.action_space = compat.action_space
+        config = compat.config
+        self.config = namedtuple("Config", list(config))(**config)
+        self.reward_threshold = config.get("reward_threshold", self._env_spec.reward_threshold)
+        self.max_episode_steps = config["max_episode_steps"]
+
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["_env_spec"], name)
+
+    def __repr__(self) -> str:
+        return f"EnvPoolSpec({self.id!r}, config={self.config})"
+
+
+class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
     """`pool` with EnvPool's conventions: observation_space / action_space
     are one env's; step(), recv() and reset() return arrays of the caller's
     own (copy=True) and reset's reset_mask selects rows; every other
-    attribute and call is the pool's."""
+    attribute and call is the pool's.
 
-    def __init__(self, pool, copy: bool = True):
+    As EnvPool's envs, it is a gymnasium VectorEnv and a gymnasium Env, so
+    that wrappers written over EnvPool (gymnasium.Wrapper subclasses such as
+    CleanRL's RecordEpisodeStatistics, gymnasium's vector wrappers) take it.
+    """
+
+    def __init__(self, pool, copy: bool = True, task_id: str | None = None):
         self.pool = pool
         self.copy = copy
-        self.observation_space = pool.single_observation_space
-        self.action_space = pool.single_action_space
+        self.task_id = task_id                     # EnvPool's id, when made by make()
+        self.num_envs = pool.num_envs
+        self.observation_space = self.single_observation_space = pool.single_observation_space
+        self.action_space = self.single_action_space = pool.single_action_space
+        self.config_extra: dict = {}               # EnvPool's config entries that make() fixed
 
     def __getattr__(self, name: str):
         # only for what this class does not define: the pool's own (none
@@ -91,6 +125,33 @@ class EnvPoolCompat:
         if pool is None:
             raise AttributeError(name)
         return getattr(pool, name)
+
+    # VectorEnv's and Env's class attributes would hide the pool's: these say the pool's
+    @property
+    def closed(self) -> bool:
+        return self.pool.closed
+
+    @property
+    def metadata(self) -> dict:
+        return self.pool.metadata
+
+    @property
+    def render_mode(self):
+        return getattr(self.pool, "render_mode", None)
+
+    @property
+    def spec(self) -> EnvPoolSpec:
+        return EnvPoolSpec(self)
+
+    def render(self):
+        raise NotImplementedError("EnvPool's envs do not render, nor does this view; "
+                                  "shoal.pool.NativeVectorEnv (render_mode=...) draws a pool's envs")
+
+    def close(self, **kwargs) -> None:
+        self.pool.close()
+
+    def __del__(self):
+        pass   # the pool closes itself when dropped (VectorEnv's __del__ would close it under others)
 
     def _result(self, result: tuple) -> tuple:
         return tuple(_owned(part) for part in result) if self.copy else result
@@ -119,8 +180,13 @@ class EnvPoolCompat:
             if not mask.any():
                 raise ValueError("options['reset_mask'] selects no env: at least one must be True")
             env_id = np.flatnonzero(mask)
-        options = None
-        return self._result(self.pool.reset(env_id, seed=seed, options=options))
+        if env_id is None and self.pool.is_async:
+            # EnvPool's async reset: every env resets, the first batch comes back
+            # (step(actions, info["env_id"]) then answers it and returns the next)
+            self.pool.async_reset(seed=seed)
+            obs, _, _, _, info = self.pool.recv()
+            return self._result((obs, info))
+        return self._result(self.pool.reset(env_id, seed=seed))
 
     @property
     def config(self) -> dict:
@@ -130,9 +196,11 @@ class EnvPoolCompat:
         from shoal.pool import Serial
         pool = self.pool
         workers = 0 if isinstance(pool, Serial) else pool.num_workers
+        options = {("frame_skip" if key == "frameskip" else key): value   # EnvPool's name for Atari's
+                   for key, value in pool.spec.env_kwargs.items()}
         return {"num_envs": pool.num_envs, "batch_size": pool.batch_size, "num_threads": workers,
                 "seed": pool._construction_seed.seed, "max_episode_steps": pool.spec.max_episode_steps,
-                **pool.spec.env_kwargs}
+                **self.config_extra, **options}
 
     def __len__(self) -> int:
         return len(self.pool)
@@ -202,30 +270,74 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
     batches come back in a fixed order; only the gymnasium API exists.
     """
     import shoal
-    if env_type != "gymnasium":
+    if env_type not in ("gymnasium", "gym"):   # EnvPool 1.x makes gymnasium envs for "gym" too
         raise ValueError(f"env_type={env_type!r}: shoal has gymnasium's API only (EnvPool's "
-                         f"env_type='gymnasium'; make_gymnasium)")
+                         f"env_type='gymnasium' or 'gym'; make_gymnasium)")
     name, default_limit, family = _resolve(task_id)
     options = dict(kwargs)
     num_envs = options.pop("num_envs", 1)
-    batch_size = options.pop("batch_size", 0) or None
-    num_threads = options.pop("num_threads", 0) or None
+    batch_size = options.pop("batch_size", 0) or num_envs
+    num_threads = options.pop("num_threads", 0)
     seed = options.pop("seed", 42)   # EnvPool's default
+    if options.pop("thread_affinity_offset", -1) != -1:
+        warnings.warn(f"{task_id}: thread_affinity_offset is ignored (shoal's workers are processes, "
+                      f"not pinned to cores)", stacklevel=2)
     _take_fixed(options, _POOL_FIXED, task_id)
     options.setdefault("max_episode_steps", default_limit)
     if family == "atari":
         _take_fixed(options, _ATARI_FIXED, task_id)
         if "frame_skip" in options:
             options["frameskip"] = options.pop("frame_skip")
+        for key in ("mode", "difficulty"):   # EnvPool's -1: the ROM's default (shoal's None)
+            if options.get(key) == -1:
+                options[key] = None
         for key, value in ENVPOOL_ATARI_DEFAULTS.items():
             options.setdefault(key, value)
     elif family == "mujoco":
         _take_fixed(options, _MUJOCO_FIXED, task_id)
-    pool = shoal.make(name, num_envs, num_workers=num_threads, batch_size=batch_size, seed=seed,
+    workers = _worker_count(task_id, num_threads, num_envs, batch_size)
+    pool = shoal.make(name, num_envs, num_workers=workers, batch_size=batch_size, seed=seed,
                       env_kwargs=options)
-    return EnvPoolCompat(pool)
+    envs = EnvPoolCompat(pool, task_id=task_id)
+    if family != "atari":   # EnvPool's config has the task's threshold (CartPole-v0's is gymnasium's 195)
+        envs.config_extra = {"reward_threshold": 195.0 if task_id == "CartPole-v0" else pool.spec.reward_threshold}
+    return envs
+
+
+def _worker_count(task_id: str, num_threads: int, num_envs: int, batch_size: int) -> int | None:
+    """EnvPool's num_threads (0: shoal's choice) as a worker count shoal
+    takes: a multiple of the async batches, at most num_envs (EnvPool's
+    threads take any count; a changed one is a warning, not an error)."""
+    if not num_threads or not isinstance(num_envs, int) or not isinstance(batch_size, int) \
+            or batch_size < 1 or num_envs % batch_size:
+        return num_threads or None   # shoal's own checks say what is wrong
+    batches = num_envs // batch_size
+    workers = min(-(-num_threads // batches) * batches, num_envs)
+    if workers != num_threads:
+        warnings.warn(f"{task_id}: num_threads={num_threads} runs as {workers} worker processes (a "
+                      f"multiple of the {batches} batches of num_envs // batch_size, at most num_envs)",
+                      stacklevel=3)
+    return workers
 
 
 def make_gymnasium(task_id: str, **kwargs) -> EnvPoolCompat:
     """envpool.make_gymnasium: make(task_id, env_type="gymnasium", ...)."""
     return make(task_id, env_type="gymnasium", **kwargs)
+
+
+def make_gym(task_id: str, **kwargs) -> EnvPoolCompat:
+    """envpool.make_gym: in EnvPool 1.x a gymnasium env too."""
+    return make(task_id, env_type="gym", **kwargs)
+
+
+def make_spec(task_id: str, **kwargs) -> EnvPoolSpec:
+    """envpool.make_spec: the spec of make(task_id, **kwargs) (its config,
+    one env's spaces), from a one-env pool made and closed."""
+    kwargs = {**kwargs, "num_envs": 1, "batch_size": 0, "num_threads": 0}
+    with make(task_id, **kwargs) as envs:
+        return envs.spec
+
+
+def make_dm(task_id: str, **kwargs):
+    """envpool.make_dm: not there (shoal serves gymnasium's API only)."""
+    raise ValueError(f"{task_id}: shoal has no dm_env API; use make_gymnasium")

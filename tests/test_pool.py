@@ -305,24 +305,64 @@ def test_envpool_compat_make_takes_envpools_task_ids_and_defaults(no_leaks):
     assert not any(i.startswith(("Snake", "Drive", "Corridor")) for i in ids)
     with envpool.make_gymnasium("CartPole-v1", num_envs=4, batch_size=2, num_threads=2) as envs:
         assert envs.config == {"num_envs": 4, "batch_size": 2, "num_threads": 2, "seed": 42,
-                               "max_episode_steps": 500}
+                               "max_episode_steps": 500, "reward_threshold": 475.0}
         assert envs.is_async and envs.action_space == gymnasium.spaces.Discrete(2)
-    with envpool.make("CartPole-v0", "gymnasium", num_envs=2, seed=3) as envs:
+        obs, info = envs.reset()   # async, as EnvPool's: every env resets, the first batch comes back
+        assert obs.shape == (2, 4) and info["env_id"].tolist() == [0, 1]
+        assert envs.step(np.zeros(2, np.int64), info["env_id"])[4]["env_id"].tolist() == [2, 3]
+    with envpool.make("CartPole-v0", "gym", num_envs=2, seed=3) as envs:   # "gym": EnvPool 1.x's alias
         assert envs.config["max_episode_steps"] == 200 and envs.config["seed"] == 3
+        assert envs.spec.config.reward_threshold == 195.0 and envs.spec.id == "CartPole-v0"
+    with pytest.warns(UserWarning, match="num_threads=3 runs as 4 worker processes"):
+        envs = envpool.make_gymnasium("CartPole-v1", num_envs=8, batch_size=4, num_threads=3)
+    assert envs.config["num_threads"] == 4
+    envs.close()
     pytest.importorskip("ale_py", reason="Atari envs need ale-py")
-    with envpool.make_gymnasium("Breakout-v5", num_envs=2, gray_scale=False, frame_skip=2) as envs:
+    with envpool.make_gymnasium("Breakout-v5", num_envs=2, gray_scale=False, frame_skip=2,
+                                mode=-1, gym_reset_return_info=True) as envs:
         obs, info = envs.reset()
         config = envs.config
         assert obs.shape == (2, 12, 84, 84) and envs.observation_space.shape == (12, 84, 84)
-        assert (config["use_fire_reset"], config["repeat_action_probability"], config["frameskip"],
-                config["max_episode_steps"]) == (True, 0.0, 2, 27000)
+        assert (config["use_fire_reset"], config["repeat_action_probability"], config["frame_skip"],
+                config["max_episode_steps"], config["mode"]) == (True, 0.0, 2, 27000, None)
+    assert envpool.make_spec("Pong-v5").config.max_episode_steps == 27000
     for task, kwargs, message in [
             ("HalfCheetah-v4", {}, "HalfCheetah-v5 only"), ("Snake-v0", {}, "not one shoal has"),
             ("Pong-v5", {"zero_discount_on_life_loss": True}, "can only be False"),
-            ("CartPole-v1", {"thread_affinity_offset": 0}, "not pinned"),
+            ("CartPole-v1", {"env_seed": [1, 2]}, "a seed per env"),
             ("CartPole-v1", {"env_type": "dm"}, "gymnasium's API only")]:
         with pytest.raises(ValueError, match=message):
             envpool.make(task, **kwargs)
+
+
+def test_envpool_compat_is_a_gymnasium_env_and_vector_env_for_wrappers(no_leaks):
+    """As EnvPool's envs: a gymnasium.Wrapper subclass (CleanRL's
+    RecordEpisodeStatistics over EnvPool) and gymnasium's vector wrappers
+    take it; closed / metadata / spec are the pool's, and dropping the view
+    leaves the pool open (the pool is closed by its owner or when dropped)."""
+    from gymnasium.wrappers import vector as vector_wrappers
+    import shoal.envpool_compat as envpool
+    from shoal.envpool_compat import EnvPoolCompat
+
+    class EpisodeStats(gymnasium.Wrapper):   # CleanRL's shape of it
+        def __init__(self, env):
+            super().__init__(env)
+            self.num_envs = getattr(env, "num_envs", 1)
+
+    envs = envpool.make_gymnasium("CartPole-v1", num_envs=4)
+    assert isinstance(envs, gymnasium.Env) and isinstance(envs, gymnasium.vector.VectorEnv)
+    assert EpisodeStats(envs).reset()[0].shape == (4, 4)
+    wrapped = vector_wrappers.NormalizeObservation(vector_wrappers.RecordEpisodeStatistics(envs))
+    wrapped.reset(seed=0)
+    wrapped.step(np.zeros(4, np.int64))
+    assert envs.metadata == envs.pool.metadata and not envs.closed
+    wrapped.close()
+    assert envs.closed and envs.pool.closed
+    pool = shoal.make("CartPole", 2, backend="serial")
+    view = EnvPoolCompat(pool)
+    del view
+    assert not pool.closed
+    pool.close()
 
 
 def test_envpool_compat_make_has_envpools_spaces_and_config_keys():
