@@ -295,6 +295,7 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
             options.setdefault(key, value)
     elif family == "mujoco":
         _take_fixed(options, _MUJOCO_FIXED, task_id)
+        options = _gymnasium_mujoco_options(name, options)
     workers = _worker_count(task_id, num_threads, num_envs, batch_size)
     pool = shoal.make(name, num_envs, num_workers=workers, batch_size=batch_size, seed=seed,
                       env_kwargs=options)
@@ -302,6 +303,31 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
     if family != "atari":   # EnvPool's config has the task's threshold (CartPole-v0's is gymnasium's 195)
         envs.config_extra = {"reward_threshold": 195.0 if task_id == "CartPole-v0" else pool.spec.reward_threshold}
     return envs
+
+
+def _gymnasium_mujoco_options(name: str, options: dict) -> dict:
+    """EnvPool's MuJoCo option names as gymnasium v5's keywords, where the
+    env has one: a <x>_min / <x>_max pair becomes <x>_range (the other end
+    from the env's default), a plain rename (use_contact_force ->
+    include_cfrc_ext_in_observation, Reacher's ctrl_cost_weight ->
+    reward_control_weight, ...) is renamed. Anything else stays as given,
+    for the env's own error (which names gymnasium's keyword)."""
+    from shoal.envs import spec
+    from shoal.envs.mujoco import _ENVPOOL_RENAMED
+    defaults = spec(name).env_kwargs
+    translated: dict = {}
+    for key, value in options.items():
+        base, _, end = key.rpartition("_")
+        if key in defaults:
+            translated[key] = value
+        elif end in ("min", "max") and f"{base}_range" in defaults:
+            low, high = translated.get(f"{base}_range", defaults[f"{base}_range"])
+            translated[f"{base}_range"] = (value, high) if end == "min" else (low, value)
+        else:
+            renames = [usage for usage in _ENVPOOL_RENAMED.get(key, ())
+                       if "=" not in usage and usage in defaults and not key.startswith("reset_q")]
+            translated[renames[0] if renames else key] = value
+    return translated
 
 
 def _worker_count(task_id: str, num_threads: int, num_envs: int, batch_size: int) -> int | None:

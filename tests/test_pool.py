@@ -335,6 +335,23 @@ def test_envpool_compat_make_takes_envpools_task_ids_and_defaults(no_leaks):
             envpool.make(task, **kwargs)
 
 
+def test_envpool_compat_make_takes_envpools_mujoco_option_names(no_leaks):
+    """EnvPool's MuJoCo options become gymnasium v5's keywords where the env
+    has one: a _min / _max pair a _range (the other end the default), a
+    plain rename renamed; the rest is the env's error naming gymnasium's."""
+    pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    import shoal.envpool_compat as envpool
+    with envpool.make_gymnasium("Hopper-v5", healthy_z_min=0.5) as envs:
+        assert envs.config["healthy_z_range"] == (0.5, float("inf"))
+    with envpool.make_gymnasium("Ant-v5", use_contact_force=True, contact_force_max=2.0) as envs:
+        assert envs.config["include_cfrc_ext_in_observation"] is True
+        assert envs.config["contact_force_range"] == (-1.0, 2.0)
+    with envpool.make_gymnasium("Reacher-v5", ctrl_cost_weight=0.5) as envs:
+        assert envs.config["reward_control_weight"] == 0.5
+    with pytest.raises(TypeError, match="reset_qpos_scale: EnvPool's"):
+        envpool.make_gymnasium("Hopper-v5", reset_qpos_scale=0.1)
+
+
 def test_envpool_compat_is_a_gymnasium_env_and_vector_env_for_wrappers(no_leaks):
     """As EnvPool's envs: a gymnasium.Wrapper subclass (CleanRL's
     RecordEpisodeStatistics over EnvPool) and gymnasium's vector wrappers
