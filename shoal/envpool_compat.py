@@ -153,8 +153,20 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
     def __del__(self):
         pass   # the pool closes itself when dropped (VectorEnv's __del__ would close it under others)
 
-    def _result(self, result: tuple) -> tuple:
-        return tuple(_owned(part) for part in result) if self.copy else result
+    def _result(self, result: tuple, reset: bool = False) -> tuple:
+        """A call's result with EnvPool's info: env_id as int32, players'
+        env_id, and (Atari) a reset's reward and terminated as zeros."""
+        *arrays, info = result
+        info = dict(info)
+        info["env_id"] = np.asarray(info["env_id"], dtype=np.int32)
+        info["players"] = {"env_id": info["env_id"]}
+        if reset and self.pool.spec.binding == ATARI_BINDING:
+            rows = len(info["env_id"])
+            info.setdefault("reward", np.zeros(rows, np.float32))
+            info.setdefault("terminated", np.zeros(rows, np.int32))
+        if self.copy:
+            arrays, info = [_owned(part) for part in arrays], _owned(info)
+        return (*arrays, info)
 
     def step(self, actions, env_id=None):
         """The pool's step (env_id: EnvPool's, see NativePool.step)."""
@@ -185,8 +197,8 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
             # (step(actions, info["env_id"]) then answers it and returns the next)
             self.pool.async_reset(seed=seed)
             obs, _, _, _, info = self.pool.recv()
-            return self._result((obs, info))
-        return self._result(self.pool.reset(env_id, seed=seed))
+            return self._result((obs, info), reset=True)
+        return self._result(self.pool.reset(env_id, seed=seed), reset=True)
 
     @property
     def config(self) -> dict:

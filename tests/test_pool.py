@@ -413,7 +413,10 @@ def test_envpool_compat_returns_arrays_of_the_callers_own(no_leaks):
             kept.append(envs.step(np.ones(4, np.int64)))
             expected.append(tuple(_copied(reference.step(np.ones(4, np.int64)))))
         for ours, theirs in zip(kept, expected):
-            for a, b in zip(ours, theirs):
+            *arrays, info = ours   # EnvPool's info: env_id int32, and players' env_id
+            assert info["env_id"].dtype == np.int32
+            np.testing.assert_array_equal(info.pop("players")["env_id"], info["env_id"])
+            for a, b in zip((*arrays, info), theirs):
                 _assert_equal_nested(a, b)
         assert not np.shares_memory(kept[-1][0], envs.pool.step(np.zeros(4, np.int64))[0])
         mask = np.array([False, True, False, True])
