@@ -24,8 +24,9 @@ len, is_async, ...):
 - Partial resets by mask. reset(options={"reset_mask": m}) returns the
   masked envs' rows only, with their info["env_id"], as EnvPool's does
   (the pool itself follows gymnasium: every row). An empty mask and other
-  options are errors, as there. reset(env_id) is the pool's, the same in
-  both.
+  options are errors, as there. reset(env_id) is the pool's: it resets
+  those envs at once and, with async batches, drops the batches in flight
+  (EnvPool keeps them).
 
 It also has EnvPool's `config`: the pool's settings under EnvPool's names
 (num_envs, batch_size, num_threads, seed, max_episode_steps) and the env's
@@ -133,7 +134,7 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
 
     @property
     def metadata(self) -> dict:
-        return self.pool.metadata
+        return {"render_modes": [], **self.pool.metadata}   # this view does not render
 
     @property
     def render_mode(self):
@@ -244,7 +245,7 @@ def list_all_envs() -> list[str]:
 
 def _resolve(task_id: str):
     """(shoal env name, default max_episode_steps, family) of an EnvPool task id."""
-    match = re.fullmatch(r"(.+)-v(\d+)", str(task_id))
+    match = re.fullmatch(r"(.+)-v(0|[1-9]\d*)", str(task_id))
     by_lower = {name.lower(): (name, spec) for name, spec in _first_party_specs().items()}
     name, spec = by_lower.get(match.group(1).lower(), (None, None)) if match else (None, None)
     if name is None or (name != "CartPole" and spec.binding not in (ATARI_BINDING, MUJOCO_BINDING)):
@@ -265,8 +266,11 @@ def _resolve(task_id: str):
 
 def _take_fixed(options: dict, fixed: dict, task_id: str) -> None:
     for key, (value, why) in fixed.items():
-        if key in options and options.pop(key) != value:
-            raise ValueError(f"{task_id}: {key} can only be {value!r} in shoal ({why})")
+        if key in options:
+            given = options.pop(key)
+            same = np.shape(given) == np.shape(value) and bool(np.all(np.asarray(given) == np.asarray(value)))
+            if not same or isinstance(given, bool) != isinstance(value, bool):
+                raise ValueError(f"{task_id}: {key} can only be {value!r} in shoal ({why}), got {given!r}")
 
 
 def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
@@ -331,14 +335,19 @@ def _gymnasium_mujoco_options(name: str, options: dict) -> dict:
     for key, value in options.items():
         base, _, end = key.rpartition("_")
         if key in defaults:
-            translated[key] = value
+            target = key
         elif end in ("min", "max") and f"{base}_range" in defaults:
-            low, high = translated.get(f"{base}_range", defaults[f"{base}_range"])
-            translated[f"{base}_range"] = (value, high) if end == "min" else (low, value)
+            target = f"{base}_range"
+            low, high = translated.get(target, defaults[target])
+            value = (value, high) if end == "min" else (low, value)
         else:
             renames = [usage for usage in _ENVPOOL_RENAMED.get(key, ())
                        if "=" not in usage and usage in defaults and not key.startswith("reset_q")]
-            translated[renames[0] if renames else key] = value
+            target = renames[0] if renames else key
+        if target != key and target in options:
+            raise ValueError(f"{name}: {key} (EnvPool's name) and {target} (gymnasium's) both given; "
+                             f"give one")
+        translated[target] = value
     return translated
 
 
@@ -346,9 +355,12 @@ def _worker_count(task_id: str, num_threads: int, num_envs: int, batch_size: int
     """EnvPool's num_threads (0: shoal's choice) as a worker count shoal
     takes: a multiple of the async batches, at most num_envs (EnvPool's
     threads take any count; a changed one is a warning, not an error)."""
+    if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) or num_threads < 0:
+        raise ValueError(f"{task_id}: num_threads must be an int >= 0 (0: one worker per core), "
+                         f"got {num_threads!r}")
     if not num_threads or not isinstance(num_envs, int) or not isinstance(batch_size, int) \
             or batch_size < 1 or num_envs % batch_size:
-        return num_threads or None   # shoal's own checks say what is wrong
+        return int(num_threads) or None   # shoal's own checks say what is wrong
     batches = num_envs // batch_size
     workers = min(-(-num_threads // batches) * batches, num_envs)
     if workers != num_threads:
@@ -370,10 +382,15 @@ def make_gym(task_id: str, **kwargs) -> EnvPoolCompat:
 
 def make_spec(task_id: str, **kwargs) -> EnvPoolSpec:
     """envpool.make_spec: the spec of make(task_id, **kwargs) (its config,
-    one env's spaces), from a one-env pool made and closed."""
-    kwargs = {**kwargs, "num_envs": 1, "batch_size": 0, "num_threads": 0}
-    with make(task_id, **kwargs) as envs:
-        return envs.spec
+    one env's spaces), from a one-env pool made and closed (its config has
+    the num_envs, batch_size and num_threads asked for)."""
+    num_envs = kwargs.get("num_envs", 1)
+    requested = {"num_envs": num_envs, "batch_size": kwargs.get("batch_size", 0) or num_envs,
+                 "num_threads": kwargs.get("num_threads", 0)}
+    with make(task_id, **{**kwargs, "num_envs": 1, "batch_size": 0, "num_threads": 0}) as envs:
+        spec = envs.spec
+    spec.config = spec.config._replace(**requested)   # the caller's, not the one-env pool's
+    return spec
 
 
 def make_dm(task_id: str, **kwargs):

@@ -326,7 +326,10 @@ def test_envpool_compat_make_takes_envpools_task_ids_and_defaults(no_leaks):
         assert (config["use_fire_reset"], config["repeat_action_probability"], config["frame_skip"],
                 config["max_episode_steps"], config["mode"]) == (True, 0.0, 2, 27000, None)
     assert envpool.make_spec("Pong-v5").config.max_episode_steps == 27000
+    assert envpool.make_spec("CartPole-v1", num_envs=8, batch_size=4).config[:2] == (8, 4)   # the asked-for
     for task, kwargs, message in [
+            ("CartPole-v1", {"num_threads": 1.5}, "num_threads must be an int"),
+            ("CartPole-v01", {}, "not one shoal has"),
             ("HalfCheetah-v4", {}, "HalfCheetah-v5 only"), ("Snake-v0", {}, "not one shoal has"),
             ("Pong-v5", {"zero_discount_on_life_loss": True}, "can only be False"),
             ("CartPole-v1", {"env_seed": [1, 2]}, "a seed per env"),
@@ -350,6 +353,8 @@ def test_envpool_compat_make_takes_envpools_mujoco_option_names(no_leaks):
         assert envs.config["reward_control_weight"] == 0.5
     with pytest.raises(TypeError, match="reset_qpos_scale: EnvPool's"):
         envpool.make_gymnasium("Hopper-v5", reset_qpos_scale=0.1)
+    with pytest.raises(ValueError, match="healthy_z_min .* and healthy_z_range .* both given"):
+        envpool.make_gymnasium("Hopper-v5", healthy_z_range=(0.1, 5.0), healthy_z_min=0.5)
 
 
 def test_envpool_compat_is_a_gymnasium_env_and_vector_env_for_wrappers(no_leaks):
@@ -372,7 +377,7 @@ def test_envpool_compat_is_a_gymnasium_env_and_vector_env_for_wrappers(no_leaks)
     wrapped = vector_wrappers.NormalizeObservation(vector_wrappers.RecordEpisodeStatistics(envs))
     wrapped.reset(seed=0)
     wrapped.step(np.zeros(4, np.int64))
-    assert envs.metadata == envs.pool.metadata and not envs.closed
+    assert envs.metadata == {"render_modes": [], **envs.pool.metadata} and not envs.closed
     wrapped.close()
     assert envs.closed and envs.pool.closed
     pool = shoal.make("CartPole", 2, backend="serial")
