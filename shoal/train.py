@@ -1184,12 +1184,23 @@ def start_wandb(run_dir: str, cfg: dict, resume: bool):
 
 
 def check_loggers(cfg: dict) -> None:
-    """[train] wandb = true needs wandb installed: said before any run folder is made."""
+    """[train] wandb = true needs wandb installed and, unless W&B runs
+    offline (WANDB_MODE offline / disabled), an API key: said before any
+    run folder is made (wandb.init would fail after it)."""
     import importlib.util
 
-    if cfg["train"]["wandb"] and importlib.util.find_spec("wandb") is None:
+    if not cfg["train"]["wandb"]:
+        return
+    if importlib.util.find_spec("wandb") is None:
         raise shoal_config.ConfigError("[train] wandb = true: wandb is not installed "
                                        "(pip install \"shoal[wandb]\"), or set it to false")
+    if os.environ.get("WANDB_MODE", "").strip().lower() in ("offline", "disabled", "dryrun"):
+        return
+    import wandb
+    if not wandb.login(prompt=False):   # a key from WANDB_API_KEY, ~/.netrc or wandb's settings; no network
+        raise shoal_config.ConfigError("[train] wandb = true: W&B has no API key here; run `wandb login` "
+                                       "(or set WANDB_API_KEY), or WANDB_MODE=offline to log to the run "
+                                       "folder only")
 
 
 # ============================================================================

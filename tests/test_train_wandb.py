@@ -45,3 +45,18 @@ def test_wandb_missing_is_a_clear_error_before_the_run_folder(tmp_path, monkeypa
     with pytest.raises(config.ConfigError, match=r"wandb = true: wandb is not installed"):
         train.train(cfg_with_wandb(), run_dir=str(tmp_path / "run"))
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is None, reason="wandb is not installed")
+def test_wandb_without_a_key_is_a_clear_error_before_the_run_folder(tmp_path, monkeypatch):
+    """Online W&B with no API key (no WANDB_API_KEY, no ~/.netrc, no
+    settings): the error says how to log in or go offline, before the run
+    folder exists (wandb.init's own error came after it)."""
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("NETRC", str(tmp_path / "home" / ".netrc"))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "home" / "wandb"))
+    with pytest.raises(config.ConfigError, match=r"no API key here; run `wandb login`.*WANDB_MODE=offline"):
+        train.train(cfg_with_wandb(), run_dir=str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
