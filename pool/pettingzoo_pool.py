@@ -63,7 +63,8 @@ def padded_space(by_agent: dict[str, spaces.Space], what: str) -> spaces.Space:
         return spaces.Box(low, high, dtype=unique[0].dtype)
     listing = ", ".join(f"{agent}: {space}" for agent, space in by_agent.items())
     rule = ("only Box observation spaces of one dtype and rank can be padded"
-            if what == "observation" else "action spaces must be equal")
+            if what == "observation" else "action spaces must be equal; SuperSuit's pad_action_space_v0 "
+                                          "pads them to one")
     raise ValueError(f"the agents' {what} spaces differ and cannot be pooled as rows ({rule}): {listing}")
 
 
