@@ -20,9 +20,11 @@ identity and torch.distributed is never initialised.
 """
 from __future__ import annotations
 
+import ctypes
 import datetime
 import mmap
 import os
+import signal
 import socket
 import sys
 import time
@@ -338,6 +340,21 @@ def rank_device(name: str, local_rank: int) -> torch.device:
     return torch.device(name)
 
 
+def end_with_launcher() -> None:
+    """SIGTERM this rank when its launcher (torchrun's agent) dies, as when
+    it is SIGKILLed by a scheduler or the OOM killer: torchrun starts each
+    rank in a session of its own, so it would otherwise train on as an
+    orphan holding the run folder. SIGTERM is the trainer's clean stop (a
+    checkpoint, exit 143). Linux only (prctl PR_SET_PDEATHSIG)."""
+    if not sys.platform.startswith("linux"):
+        return
+    launcher = os.getppid()
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    if launcher == 1 or os.getppid() != launcher:   # it died before the prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def setup(cfg: dict, device: torch.device) -> tuple[Dist, torch.device]:
     """Join the process group torchrun prepared, or Dist.single() when not
     launched as one of several ranks. Returns (dist, this rank's device).
@@ -345,6 +362,7 @@ def setup(cfg: dict, device: torch.device) -> tuple[Dist, torch.device]:
     so a rank that stops answering ends the run instead of hanging it."""
     if not launched_by_torchrun():
         return Dist.single(), device
+    end_with_launcher()
     rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
     local_rank, local_world = _env_int("LOCAL_RANK"), _env_int("LOCAL_WORLD_SIZE")
     dc = {"backend": "auto", "timeout": 600.0, "node_sum": "auto", **cfg.get("dist", {})}
