@@ -1513,6 +1513,10 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     eval_seed, final_eval_seed = eval_seeds(tc)
     summary = {"run_dir": run_dir, "checkpoint": ckpt_path, "interrupted": False}
     finished = False   # the loop ran to its end (no signal, no error)
+    # An error inside an update (a rank that left mid-sum, say) leaves the
+    # weights and Adam state part-way through it: no final save then, so the
+    # checkpoint on disk (the last periodic one) holds whole updates only.
+    mid_update = keep_last_checkpoint = False
     last_eval = float("nan")
     episodes, ret_sum, len_sum = 0, 0.0, 0.0
     games, game_sum = 0, 0.0   # whole games' real scores (Atari), between log rows
@@ -1551,9 +1555,11 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
             # A Ctrl-C during the update waits for its end: the checkpoint then
             # holds whole updates only (weights, Adam state and counters agree).
             with timers.time("learn"), sigint_deferred() as signalled:
+                mid_update = True
                 losses = ppo_update(policy, optimizer, ro, cfg, dist)
                 # both counters move at once, and only after the update
                 progress.update(global_step=progress["global_step"] + batch, update=progress["update"] + 1)
+                mid_update = False
             stop_if_signalled(signalled)
 
             s = pool.episode_stats()
@@ -1619,7 +1625,13 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
             print(f"\n{'terminated' if isinstance(e, Terminated) else 'interrupted'}: writing a final "
                   f"checkpoint", file=sys.stderr)
     except Exception as e:  # e.g. a pool worker died: save what was learnt, then re-raise
-        if dist.is_main:
+        keep_last_checkpoint = mid_update
+        if dist.is_main and mid_update:
+            kept = f"the last checkpoint saved stays: {ckpt_path}" if os.path.exists(ckpt_path) \
+                else "no checkpoint was saved before it"
+            print(f"\ntraining stopped by an error inside an update: {kept}", file=sys.stderr)
+            e.add_note(f"the error came inside an update, so no checkpoint of part of one is written; {kept}")
+        elif dist.is_main:
             print("\ntraining stopped by an error: writing a final checkpoint", file=sys.stderr)
             e.add_note(f"the checkpoint holds the training up to the error: {ckpt_path}")
         else:
@@ -1635,7 +1647,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
             with sigint_deferred() as signalled:
                 if clock is not None:  # the training time so far, however the loop ended
                     progress["train_seconds"], progress["timers"] = train_seconds(), dict(timers.total)
-                if dist.is_main:
+                if dist.is_main and not keep_last_checkpoint:
                     save_final_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
             saved = True
             if signalled and not summary["interrupted"]:

@@ -677,3 +677,33 @@ def test_no_file_locks_is_a_warning_not_a_failure(tmp_path, monkeypatch, capsys)
     summary = train.train(tiny(), run_dir=str(tmp_path / "r"))
     assert summary["global_step"] == 256
     assert "warning: cannot lock run folder" in capsys.readouterr().err
+
+
+def test_an_error_inside_an_update_keeps_the_last_whole_checkpoint(tmp_path, monkeypatch):
+    """An error in the middle of an update (a rank that left mid-sum, say)
+    leaves the weights and Adam state part-way through it: the checkpoint
+    saved after the last whole update stays, instead of a final save of the
+    half-done one (whose counters would say one update less than its weights)."""
+    real_update = train.ppo_update
+    after_two = {}
+
+    def failing_update(policy, optimizer, ro, cfg, dist):
+        if len(after_two) == 0 and getattr(failing_update, "calls", 0) == 2:
+            after_two["policy"] = {k: v.clone() for k, v in policy.state_dict().items()}
+            loss = sum(p.sum() for p in policy.parameters())   # one step of a "half" update
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            raise RuntimeError("a peer left in the middle of the update")
+        failing_update.calls = getattr(failing_update, "calls", 0) + 1
+        return real_update(policy, optimizer, ro, cfg, dist)
+
+    monkeypatch.setattr(train, "ppo_update", failing_update)
+    cfg = tiny("--train.total-timesteps", str(8 * BATCH), "--train.checkpoint-interval", "1e-9")
+    with pytest.raises(RuntimeError, match="in the middle of the update") as caught:
+        train.train(cfg, run_dir=str(tmp_path / "run"))
+    assert any("no checkpoint of part of one" in note for note in caught.value.__notes__)
+    saved = train.load_checkpoint(str(tmp_path / "run" / "checkpoint.pt"))
+    assert saved["progress"]["update"] == 2
+    for key, value in after_two["policy"].items():
+        assert torch.equal(saved["policy"][key], value), key
