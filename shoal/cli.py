@@ -242,8 +242,9 @@ def _train(args: list[str]) -> int:
         print(f"shoal train: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # a pool worker died (WorkerError): the checkpoint was saved, its note says where
+        from shoal.distributed import DistError   # (or a rank cannot join or lost a peer: one line per rank)
         from shoal.pool import WorkerError  # imported by then: training uses the pool
-        if not isinstance(e, WorkerError):
+        if not isinstance(e, (WorkerError, DistError)):
             raise
         print("shoal train: error: " + "\n".join([str(e), *getattr(e, "__notes__", [])]), file=sys.stderr)
         return 1

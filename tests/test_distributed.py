@@ -88,6 +88,20 @@ def test_nproc_misuse_is_a_clear_error(capsys, monkeypatch):
     assert "--nproc inside a torchrun job" in capsys.readouterr().err
 
 
+def test_a_rank_that_cannot_join_is_one_error_line(capsys, monkeypatch, tmp_path):
+    """A stray WORLD_SIZE (a job wrapper's) without torchrun's other
+    variables: shoal train's one error line, not a DistError traceback."""
+    from shoal import cli
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("RANK", raising=False)
+    status = cli.main(["train", "cartpole", "--train.total-timesteps", "256", "--train.dashboard", "none",
+                       "--train.run-dir", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert status == 1 and err.startswith("shoal train: error: WORLD_SIZE > 1 but RANK is not set"), err
+    assert "Traceback" not in err
+
+
 # ---- torchrun end to end ----------------------------------------------------
 def shoal_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "shoal", *args]
