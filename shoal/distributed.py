@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import ctypes
 import datetime
+import hashlib
+import json
 import mmap
 import os
 import signal
@@ -355,6 +357,23 @@ def end_with_launcher() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def check_same_config(cfg: dict, device: torch.device) -> None:
+    """DistError on every rank unless all ranks were started with the same
+    config (flags and ini files; [train] run_dir aside): ranks that differ
+    (an ini edited on one node, a flag given to one rank) would fall out of
+    step in their sums and train on corrupted gradients until the timeout.
+    One collective: the max of each rank's (digest, -digest)."""
+    shared = {section: {key: value for key, value in keys.items()
+                        if (section, key) != ("train", "run_dir")} for section, keys in cfg.items()}
+    text = json.dumps(shared, sort_keys=True, default=str)
+    digest = int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "big")
+    both = torch.tensor([digest, -digest], dtype=torch.int64, device=device)
+    torch_dist.all_reduce(both, op=torch_dist.ReduceOp.MAX)
+    if int(both[0]) != digest or int(both[1]) != -digest:
+        raise DistError("the ranks were started with different configs (flags or ini files): every rank "
+                        "must get the same ones, or their sums fall out of step")
+
+
 def setup(cfg: dict, device: torch.device) -> tuple[Dist, torch.device]:
     """Join the process group torchrun prepared, or Dist.single() when not
     launched as one of several ranks. Returns (dist, this rank's device).
@@ -374,6 +393,7 @@ def setup(cfg: dict, device: torch.device) -> tuple[Dist, torch.device]:
     torch_dist.init_process_group(backend=backend, timeout=timeout,
                                   **({"device_id": device} if backend == "nccl" else {}))
     comm_device = device if backend == "nccl" else torch.device("cpu")
+    check_same_config(cfg, comm_device)
     dist = Dist(rank, world, local_rank, local_world, backend, comm_device)
     if dc["node_sum"] == "auto" and backend == "gloo" and local_world == world:
         try:

@@ -118,3 +118,23 @@ def _rank_late(rank: int, init_file: str, out: str) -> None:
     with open(os.path.join(out, f"rank{rank}.txt"), "w") as f:
         f.write(" ".join(f"{v:g}" for v in total.tolist()))
     torch.distributed.destroy_process_group()
+
+
+def _rank_config_check(rank: int, init_file: str, out: str, differ: bool) -> None:
+    """Both ranks check their configs; rank 1's differs when `differ` (an
+    update_epochs of its own), or only in [train] run_dir. Each writes what
+    check_same_config did to out/rank<k>.txt."""
+    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    cfg = config.load("cartpole")
+    if rank == 1:
+        cfg["train"]["run_dir"] = "elsewhere"
+        if differ:
+            cfg["train"]["update_epochs"] += 1
+    try:
+        distributed.check_same_config(cfg, torch.device("cpu"))
+        outcome = "same"
+    except distributed.DistError as e:
+        outcome = f"DistError: {e}"
+    with open(os.path.join(out, f"rank{rank}.txt"), "w") as f:
+        f.write(outcome)
+    torch.distributed.destroy_process_group()

@@ -20,7 +20,7 @@ from shoal.distributed import Dist  # noqa: E402
 
 # The ranks' code lives in a module of its own: spawned children import it
 # by name (pytest's importlib mode gives test modules names they cannot import).
-from distributed_case import (R, SUM_PATHS, _rank_cannot_share, _rank_late, _rank_leaves, _rank_main, fake_rollout, make_data,  # noqa: E402
+from distributed_case import (R, SUM_PATHS, _rank_cannot_share, _rank_config_check, _rank_late, _rank_leaves, _rank_main, fake_rollout, make_data,  # noqa: E402
                               one_update, update_cfg)
 
 
@@ -65,6 +65,21 @@ def test_node_sum_that_cannot_open_fails_on_every_rank(tmp_path):
         outcome = (tmp_path / f"rank{rank}.txt").read_text()
         assert outcome.startswith("DistError: shared memory") and outcome.endswith("gloo sum 3"), outcome
         assert ("Too many open files" if rank == 0 else "on another rank") in outcome, outcome
+
+
+@pytest.mark.parametrize("differ", [False, True])
+def test_ranks_started_with_different_configs_all_stop(tmp_path, differ):
+    """A rank given another config (here update_epochs) is a DistError on
+    every rank at setup, before any sum can fall out of step; [train]
+    run_dir may differ."""
+    torch.multiprocessing.spawn(_rank_config_check, args=(str(tmp_path / "init"), str(tmp_path), differ),
+                                nprocs=2)
+    for rank in (0, 1):
+        outcome = (tmp_path / f"rank{rank}.txt").read_text()
+        if differ:
+            assert outcome.startswith("DistError: the ranks were started with different configs"), outcome
+        else:
+            assert outcome == "same"
 
 
 def test_world_split_is_checked_before_any_rank_waits():
