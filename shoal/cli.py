@@ -229,6 +229,7 @@ def _train(args: list[str]) -> int:
             return 2
         if ranks is not None:
             train.check_world_split(cfg, ranks)
+            _check_rank_setup(cfg, ranks)
             if resume is not None:
                 train.load_checkpoint(resume)  # a missing or corrupt one: its error, not every rank's
     except (config.ConfigError, ValueError, FileNotFoundError) as e:  # train.RunError too
@@ -262,6 +263,18 @@ def _train(args: list[str]) -> int:
           + (f"; final eval mean return {summary['eval_return']:.2f}" if "eval_return" in summary else "")
           + f"\ncheckpoint: {summary['checkpoint']}")
     return status
+
+
+def _check_rank_setup(cfg: dict, ranks: int) -> None:
+    """What each of `ranks` local ranks would refuse at setup (a device it
+    cannot have, nccl without a GPU), refused once here, before torchrun: a
+    ConfigError naming the key."""
+    from shoal import config, distributed
+    device = distributed.rank_device(cfg["train"]["device"], 0)
+    try:
+        distributed.pick_backend(cfg.get("dist", {}).get("backend", "auto"), device, ranks)
+    except distributed.DistError as e:
+        raise config.ConfigError(str(e)) from None
 
 
 def _nproc_count(nproc: str) -> int | None:

@@ -101,6 +101,10 @@ def test_nproc_misuse_is_a_clear_error(capsys, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")   # already a rank of a torchrun job
     assert cli.main(["train", "cartpole", "--nproc=2"]) == 2
     assert "--nproc inside a torchrun job" in capsys.readouterr().err
+    monkeypatch.delenv("WORLD_SIZE")
+    assert cli.main(["train", "cartpole", "--nproc", "2", "--dist.backend", "nccl",
+                     "--train.device", "cpu"]) == 2   # refused once, before torchrun starts ranks
+    assert "shoal train: error: [dist] backend = nccl needs the learner on a GPU" in capsys.readouterr().err
 
 
 def test_a_rank_that_cannot_join_is_one_error_line(capsys, monkeypatch, tmp_path):
