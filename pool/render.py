@@ -64,10 +64,7 @@ def library_frame(pool, index: int, mode: str = "rgb_array"):
     if pool.closed:   # its envs' state is gone (a header env's bytes say so themselves)
         raise PoolClosedError(f"this {type(pool).__name__} pool is closed: its envs can no "
                               f"longer be drawn")
-    binding = pool.spec.load_binding()
-    if mode == "rgb_array":   # every library's render_pool draws RGB (Atari's takes no mode)
-        return binding.render_pool(pool, index)
-    return binding.render_pool(pool, index, mode=mode)
+    return pool.spec.load_binding().render_pool(pool, index, mode=mode)
 
 
 def frame(pool, index: int = 0) -> np.ndarray:

@@ -866,9 +866,12 @@ class AtariBinding:
     def Block(self, buffers, start: int, stop: int, mode: int, keep_final_obs: bool = False):
         return Block(self, buffers, start, stop, mode, keep_final_obs)
 
-    def render_pool(self, pool, index: int) -> np.ndarray:
+    def render_pool(self, pool, index: int, mode: str = "rgb_array") -> np.ndarray:
         """The RGB screen (H, W, 3) of env `index` of a pool whose envs live
-        in this process (Serial; SingleEnv is one)."""
+        in this process (Serial; SingleEnv is one). mode: "rgb_array", the
+        one render mode an emulator has (the library renderers' signature)."""
+        if mode != "rgb_array":
+            raise ValueError(f"{self.spec.name} renders 'rgb_array' only, not {mode!r}")
         for batch in getattr(pool, "_blocks", ()):
             for block in batch:
                 if block.start <= index < block.start + block.count:
