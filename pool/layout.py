@@ -190,6 +190,16 @@ class Buffers:
         self._carve()
         self.episodes["step_limit"] = pool_step_limit(spec)
 
+    # What an env's state is in these buffers: its C struct, its episode
+    # bookkeeping and its last outputs (a copy of them is a copy of the env)
+    STATE_FIELDS = ("env_states", "episodes", "obs", "final_obs", "rewards", "terminals",
+                    "truncations", "masks")
+
+    def copy_state_from(self, other: "Buffers") -> None:
+        """Every env's state from `other`, buffers of the same spec and size."""
+        for name in self.STATE_FIELDS:
+            getattr(self, name)[...] = getattr(other, name)
+
     def _carve(self):
         for f, offset in zip(self._fields, self._offsets):
             count = int(np.prod(f.shape))

@@ -130,9 +130,7 @@ class SingleEnv(gymnasium.Env):
         memo[id(self)] = clone
         clone.spec = copy.deepcopy(self.spec, memo)
         if self._pool.spec.kind == "header" and self._was_reset and not self._pool.closed:
-            for name in ("env_states", "episodes", "obs", "final_obs", "rewards", "terminals",
-                         "truncations", "masks"):
-                getattr(clone._pool.buffers, name)[...] = getattr(self._pool.buffers, name)
+            clone._pool.buffers.copy_state_from(self._pool.buffers)
             # a reset without a seed goes on as the original's would (not from the clone's own seed)
             clone._pool._construction_seed = copy.deepcopy(self._pool._construction_seed, memo)
             clone._np_random = copy.deepcopy(self._np_random, memo)
