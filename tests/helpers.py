@@ -1,4 +1,6 @@
 """Helpers shared by the tests (tests/ is on sys.path: see pyproject's pytest options)."""
+import os
+
 import numpy as np
 
 
@@ -9,6 +11,18 @@ def alive(pid) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def children(pid) -> list[int]:
+    """Process `pid`'s children (of all its threads), live or not; [] once it is gone."""
+    kids = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids += [int(k) for k in f.read().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return kids
 
 
 def rollout(pool, actions, seed=7):

@@ -22,6 +22,7 @@ from shoal.distributed import Dist  # noqa: E402
 # by name (pytest's importlib mode gives test modules names they cannot import).
 from distributed_case import (R, SUM_PATHS, _rank_cannot_share, _rank_config_check, _rank_late, _rank_leaves, _rank_main, fake_rollout, make_data,  # noqa: E402
                               one_update, update_cfg)
+from helpers import alive, children  # noqa: E402
 
 
 @pytest.mark.parametrize("path", SUM_PATHS)
@@ -260,22 +261,6 @@ def test_a_killed_rank_ends_the_job_naming_it_and_leaves_no_process(tmp_path):
     assert session_pids(proc.pid) == []
 
 
-def _children(pid: int) -> list[int]:
-    kids = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as f:
-            kids += [int(k) for k in f.read().split()]
-    return kids
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_ranks_end_when_their_launcher_is_killed(tmp_path):
     """SIGKILL to the launcher (a scheduler's hard kill, the OOM killer):
     each rank, in a session of its own, gets SIGTERM (PR_SET_PDEATHSIG),
@@ -291,14 +276,14 @@ def test_ranks_end_when_their_launcher_is_killed(tmp_path):
         while time.monotonic() < deadline and not list((tmp_path / "runs").glob("*/log.csv")):
             time.sleep(0.2)   # log.csv: rank 0 has set up and started training
         time.sleep(3)         # a few updates, so that there is something to checkpoint
-        ranks = _children(launcher.pid)
+        ranks = children(launcher.pid)
         assert len(ranks) == 2, f"expected 2 ranks under the launcher, found {ranks}"
         launcher.kill()
         launcher.wait(10)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(_alive(pid) for pid in ranks):
+        while time.monotonic() < deadline and any(alive(pid) for pid in ranks):
             time.sleep(0.2)
-        assert not any(_alive(pid) for pid in ranks), "ranks outlived their launcher"
+        assert not any(alive(pid) for pid in ranks), "ranks outlived their launcher"
         assert list((tmp_path / "runs").glob("*/checkpoint.pt")), "rank 0 wrote no checkpoint on SIGTERM"
     finally:
         for pid in [launcher.pid, *ranks]:

@@ -22,7 +22,7 @@ import shoal
 from shoal.pool import AsyncVectorEnv, Multiprocessing, NativeVectorEnv, Serial, WorkerError
 from shoal.pool.native import PoolClosedError, WorkerTimeoutError
 
-from helpers import alive
+from helpers import alive, children
 
 
 
@@ -31,15 +31,9 @@ def descendants(pid):
     """Every live descendant of `pid` (workers, forkserver, resource tracker)."""
     found, todo = [], [pid]
     while todo:
-        p = todo.pop()
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    kids = [int(c) for c in f.read().split()]
-                found += kids
-                todo += kids
-        except (FileNotFoundError, ProcessLookupError):
-            pass
+        kids = children(todo.pop())
+        found += kids
+        todo += kids
     return [p for p in found if alive(p)]
 
 
