@@ -269,7 +269,8 @@ def _check_rank_setup(cfg: dict, ranks: int) -> None:
     """What each of `ranks` local ranks would refuse at setup (a device it
     cannot have, nccl without a GPU), refused once here, before torchrun: a
     ConfigError naming the key."""
-    from shoal import config, distributed
+    from shoal import config, distributed, train
+    train.resolve_device(cfg["train"]["device"])  # cuda without a GPU: a ValueError, reported as a config error
     device = distributed.rank_device(cfg["train"]["device"], 0)
     try:
         distributed.pick_backend(cfg.get("dist", {}).get("backend", "auto"), device, ranks)

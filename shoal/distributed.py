@@ -300,6 +300,12 @@ def planned_cores_per_rank() -> int:
     return max(1, usable_cores() // local)
 
 
+def planned_main_rank() -> bool:
+    """True unless torchrun's RANK names another rank than 0: before the
+    process group exists, it says which rank prints the run's notes once."""
+    return os.environ.get("RANK", "0").strip() in ("0", "")
+
+
 def launched_by_torchrun() -> bool:
     """True when torchrun's variables say this process is one of several ranks."""
     return planned_world_size() > 1

@@ -421,7 +421,7 @@ def make_pool(cfg: dict, env: str, seed: int, device: torch.device = torch.devic
     if batches < 1 or num_envs % batches:
         raise ValueError(f"[vec] num_batches = {batches} must divide [vec] num_envs = {num_envs}")
     workers = vec["num_workers"] if vec["backend"] == "multiprocessing" else 0   # serial: its own blocks
-    if vec["backend"] == "serial" and vec["num_workers"]:
+    if vec["backend"] == "serial" and vec["num_workers"] and distributed.planned_main_rank():
         print(f"note: [vec] num_workers = {vec['num_workers']} has no effect with backend serial (it "
               f"steps every env in this process); use --vec.backend multiprocessing for workers",
               file=sys.stderr)
@@ -1211,7 +1211,11 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"[train] device = {name}: CUDA is not available on this machine (use cpu)")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"[train] device = {name}: this machine has {torch.cuda.device_count()} GPU(s), "
+                         f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    return device
 
 
 RUN_FILES = ("checkpoint.pt", "log.csv", "config.ini")  # a folder with any of these holds a run
@@ -1403,7 +1407,8 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
             raise RunError(f"checkpoint {resume} is for {saved['env']['name']}, not {cfg['env']['name']}")
         saved_policy = {**POLICY_PREDATED, **saved["policy"]}
         saved_env = {**cfg["env"], **ENV_PREDATED, **saved["env"]}
-        if saved_env["kwargs"] != cfg["env"].get("kwargs", ""):
+        notes = distributed.planned_main_rank()   # rank 0 alone says what the resume replaces
+        if notes and saved_env["kwargs"] != cfg["env"].get("kwargs", ""):
             print(f"resuming {resume}: its [env] kwargs = {saved_env['kwargs']!r} replaces the command "
                   f"line's {cfg['env'].get('kwargs', '')!r}", file=sys.stderr)
         differ = {k: v for k, v in saved_policy.items() if cfg["policy"].get(k) != v}
@@ -1413,7 +1418,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                 if shoal_config.resolve_encoder(saved_spec, differ["encoder"]) == \
                         shoal_config.resolve_encoder(saved_spec, cfg["policy"].get("encoder", "mlp")):
                     del differ["encoder"]
-        if differ:
+        if notes and differ:
             print(f"resuming {resume}: its [policy] " + ", ".join(f"{k} = {v}" for k, v in differ.items())
                   + " replaces the command line's " + ", ".join(f"{k} = {cfg['policy'].get(k)}" for k in differ),
                   file=sys.stderr)

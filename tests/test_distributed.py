@@ -108,6 +108,23 @@ def test_nproc_misuse_is_a_clear_error(capsys, monkeypatch):
     assert "shoal train: error: [dist] backend = nccl needs the learner on a GPU" in capsys.readouterr().err
 
 
+def test_a_gpu_the_machine_lacks_is_refused_before_torchrun(capsys, monkeypatch):
+    """--train.device cuda (or cuda:N past the GPUs there are) is refused
+    once, before torchrun, not by every rank after it started them."""
+    import torch
+    from shoal import cli, train
+
+    monkeypatch.setattr(cli, "_torchrun", lambda n, args: pytest.fail("torchrun started"))
+    if not torch.cuda.is_available():
+        assert cli.main(["train", "cartpole", "--nproc", "2", "--train.device", "cuda"]) == 2
+        assert "[train] device = cuda: CUDA is not available" in capsys.readouterr().err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ValueError, match=r"device = cuda:1: this machine has 1 GPU\(s\), cuda:0 to cuda:0"):
+        train.resolve_device("cuda:1")
+    assert train.resolve_device("cuda:0") == torch.device("cuda", 0)
+
+
 def test_a_rank_that_cannot_join_is_one_error_line(capsys, monkeypatch, tmp_path):
     """A stray WORLD_SIZE (a job wrapper's) without torchrun's other
     variables: shoal train's one error line, not a DistError traceback."""
@@ -199,9 +216,13 @@ def test_single_process_checkpoint_resumes_on_two_ranks(tmp_path):
     # node_sum off: this run keeps the trainer's sums through gloo covered (the others use NodeSum)
     p = run(torchrun(2, "train", "cartpole", "--resume", first["checkpoint"], "--run-dir", str(tmp_path / "run"),
                      "--train.total-timesteps", str(target), "--train.dashboard", "none",
-                     "--train.eval-interval", "0", "--train.eval-episodes", "4", "--dist.node-sum", "off"), tmp_path)
+                     "--train.eval-interval", "0", "--train.eval-episodes", "4", "--dist.node-sum", "off",
+                     "--policy.hidden-size", "32"), tmp_path)
     assert p.returncode == 0, failure(p)
     assert "gloo: " in p.stderr and "shared memory" not in p.stderr, p.stderr[-2000:]
+    # the checkpoint's policy wins over the flag: said once, by rank 0, not once per rank
+    assert p.stderr.count("its [policy] hidden_size = 64 replaces the command line's hidden_size = 32") == 1, \
+        p.stderr[-2000:]
     progress = torch.load(first["checkpoint"], weights_only=False)["progress"]
     assert progress["global_step"] >= target
     with open(tmp_path / "run" / "log.csv") as f:
