@@ -343,3 +343,36 @@ def test_frames_copy_only_into_a_matching_model():
                       mujoco.MjModel.from_xml_string(more_userdata)):
             with pytest.raises(ValueError, match="does not match"):
                 block.copy_data_into(i, other, mujoco.MjData(other))
+
+
+def test_frames_draw_the_model_the_env_steps_after_its_file_changed(tmp_path, headless_gl):
+    """The renderer draws the env's own model (compiled when the env was
+    made), not its XML file reread at the first frame: a file edited in
+    between (its torso made 3x wider, then the file removed) changes neither
+    the frame nor the model's constants."""
+    needs_gymnasium_mujoco()
+    import shutil
+
+    from shoal.envs.mujoco.binding import model_path
+    from shoal.pool import Serial
+    from shoal.pool import render as pool_render
+    xml = tmp_path / "hopper.xml"
+    shutil.copy(model_path("hopper.xml"), xml)
+    with Serial("Hopper", 1, seed=0, env_kwargs={"xml_file": str(xml)}) as pool, \
+            Serial("Hopper", 1, seed=0) as reference:
+        text = xml.read_text()
+        torso = 'name="torso_geom" size="0.05 '
+        assert torso in text
+        xml.write_text(text.replace(torso, 'name="torso_geom" size="0.15 '))
+        frames = []
+        for p in (pool, reference):
+            p.reset(seed=0)
+            try:
+                frames.append(pool_render.frame(p, 0))
+            except RuntimeError as e:
+                if "MUJOCO_GL" not in str(e):
+                    raise
+                pytest.skip(f"no OpenGL context here: {e}")
+        assert np.array_equal(frames[0], frames[1])
+        xml.unlink()
+        np.testing.assert_array_equal(pool.spec.load_binding().init_qpos, reference.spec.load_binding().init_qpos)

@@ -33,6 +33,8 @@ def _load_library():
     lib.shoal_mj_load_model.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
     lib.shoal_mj_free_model.argtypes = [_P]
     lib.shoal_mj_model_sizes.argtypes = [_P, _P, _P, _P]
+    lib.shoal_mj_model_bytes.restype = ctypes.c_int64
+    lib.shoal_mj_model_bytes.argtypes = [_P, _P, ctypes.c_int64]
     lib.shoal_mj_kind_name.restype = ctypes.c_char_p
     lib.shoal_mj_obs_size.argtypes = [ctypes.c_int, _P, _P]
     lib.shoal_mj_block_new.restype = _P
@@ -201,12 +203,22 @@ class MujocoBinding:
         block, i = self.block_of(pool, index)
         block.set_state(i, qpos, qvel)
 
+    def python_model(self):
+        """A new mujoco.MjModel equal to the C envs' model: the one loaded from
+        the XML file when this env was first made in this process, whatever
+        the file holds now (a copy: changing it changes nothing in the envs)."""
+        mujoco = import_mujoco()
+        lib = library()
+        size = lib.shoal_mj_model_bytes(self.model, None, 0)
+        mjb = ctypes.create_string_buffer(size)
+        lib.shoal_mj_model_bytes(self.model, mjb, size)
+        return mujoco.MjModel.from_binary_path("model.mjb", {"model.mjb": mjb.raw})
+
     def model_copy(self):
-        """A mujoco.MjModel of this env's model file, for its constants (the
-        C envs have their own model: changing this one changes nothing)."""
+        """This env's model as a mujoco.MjModel, for its constants (made
+        once; the C envs have their own: changing this one changes nothing)."""
         if getattr(self, "_model_copy", None) is None:
-            mujoco = import_mujoco()
-            self._model_copy = mujoco.MjModel.from_xml_path(str(model_path(self.spec.env_kwargs["xml_file"])))
+            self._model_copy = self.python_model()
         return self._model_copy
 
     @property
@@ -276,7 +288,7 @@ class FrameRenderer:
         self._mujoco = mujoco
         self.options = options
         self._name = spec.name
-        model = mujoco.MjModel.from_xml_path(str(model_path(spec.env_kwargs["xml_file"])))
+        model = binding_for(spec).python_model()   # the envs' own model, not the file as it is now
         # gymnasium grows the offscreen framebuffer to the frame, never shrinks it
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, options["width"])
         model.vis.global_.offheight = max(model.vis.global_.offheight, options["height"])

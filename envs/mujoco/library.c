@@ -4,7 +4,8 @@
  * libmujoco that the installed `mujoco` wheel ships) and driven through
  * ctypes by shoal.envs.mujoco.binding. What it exports:
  *
- *   model loading      shoal_mj_load_model / shoal_mj_free_model / sizes
+ *   model loading      shoal_mj_load_model / shoal_mj_free_model / sizes /
+ *                      _model_bytes (the model for Python's mujoco)
  *   blocks             shoal_mj_block_new / _free / _run: a contiguous block
  *                      of envs inside the pool's buffers, with the same
  *                      shoal_block_ops table header envs give the worker loop
@@ -75,6 +76,16 @@ void shoal_mj_model_sizes(const mjModel* m, int* sizes, double* timestep, double
     sizes[3] = m->na;
     *timestep = m->opt.timestep;
     for (int j = 0; j < 2 * m->nu; j++) ctrlrange[j] = m->actuator_ctrlrange[j];
+}
+
+/* The model as MuJoCo's binary (MJB) bytes, so Python's mujoco.MjModel of
+ * it (the renderer's, model_copy's) is the very model the envs step, where
+ * reloading the XML file would read whatever the file holds by then.
+ * Writes them when `size` is enough; returns their size. */
+int64_t shoal_mj_model_bytes(const mjModel* m, void* buffer, int64_t size) {
+    const int64_t needed = mj_sizeModel(m);
+    if (buffer != NULL && size >= needed) mj_saveModel(m, NULL, buffer, (int)needed);
+    return needed;
 }
 
 int shoal_mj_num_kinds(void) { return NUM_KINDS; }
@@ -218,17 +229,22 @@ void shoal_mj_block_get_state(shoal_mj_block* b, int64_t i, double* qpos, double
 }
 
 /* Env i of the block's whole mjData into `dest` (an mjData of `dest_model`,
- * a model loaded from the same file by the same libmujoco), for rendering:
+ * the block's model read back from shoal_mj_model_bytes, or one loaded
+ * from the same file by the same libmujoco), for rendering:
  * after mj_step the positions a renderer draws (xpos, geom_xpos, ...) are
  * those its last substep started from, not those of the final qpos, and
  * gymnasium draws them as they are. Returns 0, or -1 (nothing copied) where
  * mj_copyData would stop the process with an mjERROR: another model (its
- * compiler signature), data buffers of other sizes, or a stack in use. */
+ * compiler signature, its sizes), data buffers of other sizes, or a stack
+ * in use. */
 int shoal_mj_block_copy_data(shoal_mj_block* b, int64_t i, const mjModel* dest_model, mjData* dest) {
     const mujoco_env* env = &b->envs[i];
     const mjModel* m = env->m;
     const mjData* src = env->d;
-    if (dest_model->signature != m->signature || dest_model->nq != m->nq || dest_model->nv != m->nv
+    /* A model read back from MJB bytes (shoal_mj_model_bytes: the renderer's)
+     * has signature 0: its model buffer's size stands in for it. */
+    const int other_signature = dest_model->signature != 0 && dest_model->signature != m->signature;
+    if (other_signature || dest_model->nbuffer != m->nbuffer || dest_model->nq != m->nq || dest_model->nv != m->nv
             || dest_model->nbody != m->nbody || dest_model->ngeom != m->ngeom
             || dest->nbuffer != src->nbuffer || dest->narena != src->narena || src->pstack != 0)
         return -1;
