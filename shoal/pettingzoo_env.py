@@ -51,6 +51,7 @@ class ShoalParallelEnv(ParallelEnv):
                          "is_parallelizable": True}
         self.possible_agents = [f"agent_{k}" for k in range(spec.agents)]
         self.agents: list[str] = []
+        self._reset_done = False
         self._index = {agent: k for k, agent in enumerate(self.possible_agents)}
         self._observation_space = spec.single_observation_space
         self._action_space = spec.single_action_space
@@ -77,6 +78,7 @@ class ShoalParallelEnv(ParallelEnv):
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         obs, info = self._pool.reset(seed=seed)
+        self._reset_done = True
         masks = self._pool.masks
         self.agents = [a for a in self.possible_agents if masks[self._index[a]]]
         infos = self._infos(info, self.agents)
@@ -93,8 +95,18 @@ class ShoalParallelEnv(ParallelEnv):
         return {a: dict(one) for a in agents}
 
     def step(self, actions: dict):
+        """pettingzoo's step: an action for every live agent (a missing one is
+        an error; those of agents that left are ignored). After the episode
+        ended (no live agents), the dicts are empty and nothing steps, as in
+        pettingzoo's own parallel envs, which SuperSuit's black_death_v3
+        steps once more before it resets."""
+        if not self._reset_done:
+            raise RuntimeError("step() before reset(): call reset() first")
         if not self.agents:
-            raise RuntimeError("step() with no live agents: call reset()")
+            return {}, {}, {}, {}, {}
+        missing = [a for a in self.agents if a not in actions]
+        if missing:
+            raise ValueError(f"step() needs an action for every live agent; missing {missing}")
         self._actions[:] = 0  # rows of absent agents: ignored by the env
         for agent, action in actions.items():
             if agent not in self._index:

@@ -51,6 +51,33 @@ def test_parallel_env_passes_pettingzoo_tests(env):
     parallel_seed_test(lambda: ShoalParallelEnv(env), num_cycles=100)
 
 
+def test_parallel_step_needs_every_live_agent_and_is_empty_after_the_end():
+    """An action missing for a live agent is an error (pettingzoo's own envs
+    raise a KeyError; shoal once drove such cars with action 0). Once every
+    agent has left, step() returns empty dicts and steps nothing, as
+    pettingzoo's own parallel envs do: SuperSuit's black_death_v3 steps once
+    more after the last agent leaves before it resets."""
+    penv = ShoalParallelEnv("Drive", max_episode_steps=5)
+    try:
+        with pytest.raises(RuntimeError, match="before reset"):
+            penv.step({})
+        penv.reset(seed=0)
+        assert len(penv.agents) > 1
+        with pytest.raises(ValueError, match=f"missing \\['{penv.agents[1]}'"):
+            penv.step({penv.agents[0]: 17})
+        first = dict(penv.reset(seed=0)[0])
+        while penv.agents:
+            penv.step({a: 17 for a in penv.agents})
+        assert penv.step({}) == ({}, {}, {}, {}, {})
+        assert penv.step({"agent_0": 3}) == ({}, {}, {}, {}, {})   # a left agent's action: ignored
+        obs, _ = penv.reset(seed=0)
+        assert obs.keys() == first.keys()
+        for agent in obs:
+            np.testing.assert_array_equal(obs[agent], first[agent])
+    finally:
+        penv.close()
+
+
 def test_respawning_agents_stay_in_the_parallel_env_and_report_their_deaths():
     """Snake's dead snakes respawn at once in their rows: the pettingzoo
     view keeps their agents (a removed agent's snake would stay in the
