@@ -60,7 +60,8 @@ def fill_reset_requests(seed, requests: np.ndarray, seeds: np.ndarray) -> None:
     if isinstance(seed, (int, np.integer)):
         seed = int(seed)
         if seed < 0 or seed + n - 1 >= 2**64:
-            raise ValueError(f"seed must be an int in [0, 2**64 - num_envs], got {seed}")
+            raise ValueError(f"seed must be an int in [0, 2**64 - {n}] (env i takes seed + i, a "
+                             f"64-bit seed; num_envs = {n}), got {seed}")
         seeds[:] = np.arange(n, dtype=np.uint64) + np.uint64(seed)
         requests[:] = RESEED
         return
