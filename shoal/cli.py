@@ -117,6 +117,9 @@ def _gif_path_problem(path: str) -> str | None:
         return f"folder {folder} does not exist"
     if not os.access(folder, os.W_OK):
         return f"folder {folder} is not writable"
+    import importlib.util
+    if importlib.util.find_spec("PIL") is None:
+        return 'writing GIFs needs pillow: pip install "shoal[render]"'
     return None
 
 

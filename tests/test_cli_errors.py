@@ -97,6 +97,18 @@ def test_play_refuses_a_folder_as_out(tmp_path, capsys):
     assert f"--out {tmp_path}: is a folder" in refused(capsys, ["play", "cartpole", "--out", str(tmp_path)])
 
 
+def test_play_without_pillow_says_so_before_playing(tmp_path, capsys, monkeypatch):
+    """pillow (the [render] extra) is checked with the GIF's path, before
+    the play or evaluation runs, not as a traceback at the end."""
+    import importlib.util
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "PIL" else find_spec(name, *a))
+    out = tmp_path / "x.gif"
+    assert 'writing GIFs needs pillow: pip install "shoal[render]"' in \
+        refused(capsys, ["play", "cartpole", "--out", str(out)])
+    assert not out.exists()
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     pytest.importorskip("torch")

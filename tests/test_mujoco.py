@@ -363,6 +363,44 @@ def test_no_mujoco_log_file_in_the_working_directory(tmp_path):
     assert not os.listdir(tmp_path)
 
 
+def test_first_use_build_takes_cc_shares_its_library_and_leaves_no_partial_file(tmp_path, monkeypatch):
+    """The library compiled on first use: built with $CC when set (as
+    setuptools builds with it), readable by other users (a cache warmed by
+    root while building an image serves an unprivileged user: mkstemp's 0600
+    once stayed on it), no partial file after a failed build, and a cache
+    folder that cannot be made is an error naming SHOAL_CACHE_DIR."""
+    pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    import shlex
+    import stat
+    import sysconfig
+
+    from shoal.envs.mujoco import build
+    log = tmp_path / "cc.log"
+    cc = tmp_path / "my-cc"
+    cc.write_text(f'#!/bin/sh\necho called >> {log}\nexec {sysconfig.get_config_var("CC") or "cc"} "$@"\n')
+    cc.chmod(0o755)
+    monkeypatch.setenv("CC", shlex.quote(str(cc)))
+    monkeypatch.setenv("SHOAL_CACHE_DIR", str(tmp_path / "cache"))
+    library = build.library_path()
+    assert log.read_text() == "called\n"
+    assert stat.S_IMODE(library.stat().st_mode) & 0o055 == 0o055   # group and others: read, execute
+    assert os.listdir(library.parent) == [library.name]
+
+    monkeypatch.setenv("SHOAL_CACHE_DIR", str(tmp_path / "cache2"))
+    monkeypatch.setenv("CC", "false")
+    with pytest.raises(RuntimeError, match="building shoal's MuJoCo library failed"):
+        build.library_path()
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(build.MujocoUnavailable, match="no-such-cc was not found; set CC"):
+        build.library_path()
+    assert [os.listdir(d) for d in (tmp_path / "cache2").iterdir()] == [[]]
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("SHOAL_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    with pytest.raises(build.MujocoUnavailable, match="cannot be written .*set SHOAL_CACHE_DIR"):
+        build.library_path()
+
+
 def test_without_mujoco_everything_else_works_and_the_error_names_the_extra(tmp_path):
     code = """
 import importlib.abc, sys

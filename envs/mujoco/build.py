@@ -4,8 +4,9 @@ The `mujoco` wheel ships libmujoco and its C headers; nothing is built from
 MuJoCo's source. shoal's wheel cannot link against them at install time (the
 core install must work without mujoco, and pip builds shoal in an isolated
 environment that has no mujoco), so the library is compiled here, once per
-(mujoco version, source) pair, with the C compiler that built shoal's other
-extensions, and cached:
+(mujoco version, source) pair, with $CC if set, else the C compiler that
+built shoal's other extensions, and cached (readable by every user, so a
+cache warmed by one user, say while building an image, serves the others):
 
     $SHOAL_CACHE_DIR (default ~/.cache/shoal)/mujoco-<version>-<hash>/libshoal_mujoco.so
 
@@ -80,24 +81,34 @@ def library_path() -> Path:
     target = out_dir / "libshoal_mujoco.so"
     if target.is_file():
         return target
-    out_dir.mkdir(parents=True, exist_ok=True)
-    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
-    fd, partial = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out_dir)
+    except OSError as e:
+        raise MujocoUnavailable(f"shoal's MuJoCo envs are compiled on first use into {out_dir}, which "
+                                f"cannot be written ({e.strerror or e}); set SHOAL_CACHE_DIR to a "
+                                f"writable folder") from e
     os.close(fd)
+    compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     command = [*compiler, "-O2", "-fPIC", "-shared", "-std=gnu11", "-ffp-contract=off",
                "-Wall", "-Wno-unused-function",
                f"-I{include}", f"-I{HERE}", f"-I{ENVS_DIR}",
                str(HERE / "library.c"), "-o", partial,
                f"-L{libdir}", f"-l:{libname}", f"-Wl,-rpath,{libdir}", "-lm"]
     try:
-        result = subprocess.run(command, capture_output=True, text=True)
-    except FileNotFoundError as e:
+        try:
+            result = subprocess.run(command, capture_output=True, text=True)
+        except FileNotFoundError as e:
+            raise MujocoUnavailable(f"shoal's MuJoCo envs are compiled on first use and need a C "
+                                    f"compiler ({compiler[0]} was not found; set CC to use "
+                                    f"another)") from e
+        if result.returncode != 0:
+            raise RuntimeError(f"building shoal's MuJoCo library failed:\n{shlex.join(command)}\n"
+                               f"{result.stderr}")
+        # mkstemp made it 0600 and the linker keeps that: readable by all, as a plain build's
+        os.chmod(partial, 0o755)
+    except BaseException:   # a failed build or a Ctrl-C during it: no partial file stays
         os.unlink(partial)
-        raise MujocoUnavailable(f"shoal's MuJoCo envs are compiled on first use and need a C "
-                                f"compiler ({compiler[0]} was not found)") from e
-    if result.returncode != 0:
-        os.unlink(partial)
-        raise RuntimeError(f"building shoal's MuJoCo library failed:\n{shlex.join(command)}\n"
-                           f"{result.stderr}")
+        raise
     os.replace(partial, target)
     return target
