@@ -66,6 +66,11 @@ setup(
         **{f"shoal.envs.{name}": ["*.h", "*.c"] for name in LIBRARY_ENVS},
         "shoal.pool": ["*.h", "*.pyx"],
     },
+    # Cython's generated C (the sdist carries it) is not needed once built
+    exclude_package_data={
+        "shoal.pool": ["_native.c"],
+        **{f"shoal.envs.{name}": ["binding.c"] for name in ENVS},
+    },
     ext_modules=cythonize(
         extensions,
         compiler_directives={"language_level": 3},
