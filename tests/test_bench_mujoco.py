@@ -106,6 +106,20 @@ def test_without_envpool_and_with_an_unfinished_env(monkeypatch):
     assert not any("native best / EnvPool best" in line for line in lines)
 
 
+def test_without_imageio_the_gymnasium_rows_are_skipped_not_errors(monkeypatch):
+    """gymnasium's own MuJoCo envs import imageio (the bench extra's, not the
+    mujoco extra's): without it their rows are a skip note, not errors that
+    fail a run which measured everything else."""
+    need_native()
+    monkeypatch.setattr(section, "have_gymnasium_mujoco", lambda: False)
+    lines, errors = section.run(tiny(gym_max_envs=2), 2, None)
+    text = "\n".join(lines)
+    assert errors == []
+    assert "- skipped: gymnasium's rows: its MuJoCo envs need imageio" in text
+    assert f"| HalfCheetah | 2 | {section.NATIVE_SYNC} |" in text
+    assert f"| HalfCheetah | 2 | {section.GYM_SYNC} |" not in text
+
+
 def test_skipped_without_mujoco(monkeypatch):
     monkeypatch.setattr(section, "mujoco_version", lambda: None)
     lines, errors = section.run(tiny(), 2, None)

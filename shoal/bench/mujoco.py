@@ -129,11 +129,17 @@ def contenders(spec, n: int, ms: MujocoSettings, cores: int, have_envpool: bool)
     """(label, workers, batch, opener) at env `spec` and n envs, in the order
     they are built: everything that forks comes before EnvPool's threads."""
     rows = native_rows(spec, n, cores, C_LOOP)
-    if spec.name in GYM_ENVS and n <= ms.gym_max_envs:
+    if spec.name in GYM_ENVS and n <= ms.gym_max_envs and have_gymnasium_mujoco():
         rows += gym_rows(partial(gym_make, f"{spec.name}-{VERSION}"), spec, n, cores)
     if have_envpool:
         rows += envpool_rows(f"{spec.name}-{VERSION}", spec, n, sorted(set(ms.workers) | {cores}), cores)
     return rows
+
+
+def have_gymnasium_mujoco() -> bool:
+    """gymnasium's own MuJoCo envs (the gymnasium rows) import imageio, which
+    the bench extra installs and the mujoco extra does not."""
+    return importlib.util.find_spec("imageio") is not None
 
 
 def available(name: str) -> str | None:
@@ -206,6 +212,9 @@ def report(rows: list[Row], cores: int, ms: MujocoSettings, envpool_ver: str | N
              "and async (batch num_envs/2); EnvPool: sync at each thread count, async at the cores; "
              f"gymnasium's vectorizers and shoal.pool.AsyncVectorEnv over `gymnasium.make(\"<Env>-{VERSION}\")` "
              f"for {', '.join(GYM_ENVS)} only, num_envs <= {ms.gym_max_envs}"]
+    if not have_gymnasium_mujoco():
+        skipped = [*skipped, "gymnasium's rows: its MuJoCo envs need imageio (`pip install imageio`, "
+                             "in the `bench` extra)"]
     if skipped:
         lines += [f"- skipped: {why}" for why in skipped]
     return lines + TABLE.body(rows, cores, targets,
