@@ -10,6 +10,7 @@ a pool larger than the memory available.
 """
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from dataclasses import dataclass
@@ -50,11 +51,22 @@ class SharedRegion:
 
     def __init__(self, size: int, fd: int | None = None):
         self.size = size
-        if fd is None:
+        owned = fd is None
+        if owned:
             fd = os.memfd_create(MEMFD_NAME, os.MFD_CLOEXEC)
-            os.ftruncate(fd, size)
+        try:
+            if owned:
+                os.ftruncate(fd, size)
+            self.memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException as e:
+            os.close(fd)   # a failed pool keeps no descriptor
+            if isinstance(e, OSError) and e.errno in (errno.ENOMEM, errno.EFBIG, errno.ENOSPC):
+                # a process limit (ulimit -v, -f) the MemAvailable check cannot see
+                raise MemoryError(f"cannot map {size:,} bytes of shared memory for the pool: "
+                                  f"{e.strerror} (a process limit such as ulimit -v or ulimit -f?); "
+                                  f"use fewer envs") from e
+            raise
         self.fd = fd
-        self.memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
 
     def __reduce__(self):
         # Only reached when a worker is spawned (fork copies the object

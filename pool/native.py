@@ -1111,8 +1111,11 @@ class Multiprocessing(NativePool):
             self._in_flight.clear()
             self._with_user.clear()
         self._local = self._local_command = None   # before the memory it steps is freed
-        if getattr(self, "_finalizer", None) is not None:
-            self._finalizer()  # runs shutdown once; later calls do nothing
-        elif hasattr(self, "_buffers"):
-            self._buffers.close()
-        super()._close()
+        try:
+            if getattr(self, "_workers", None) is not None:
+                self._workers.shutdown()   # a Ctrl-C in it is raised once it is done
+                self._finalizer.detach()
+            elif hasattr(self, "_buffers"):
+                self._buffers.close()
+        finally:
+            super()._close()

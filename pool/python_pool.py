@@ -723,12 +723,14 @@ class AsyncVectorEnv(VectorEnv):
     def _shutdown(self, kill: bool, join_timeout: float = 1.0) -> None:
         workers = getattr(self, "_workers", None)
         if workers is not None:
-            self._finalizer.detach()
-            workers.kill() if kill else workers.shutdown(join_timeout)
-            for pipe in self._pipes:
-                pipe.close()
-            self._pipes = []
-            self._workers = None
+            try:
+                workers.kill() if kill else workers.shutdown(join_timeout)   # Ctrl-C: raised once done
+            finally:
+                self._finalizer.detach()
+                for pipe in self._pipes:
+                    pipe.close()
+                self._pipes = []
+                self._workers = None
         elif getattr(self, "_memory", None) is not None:
             self._memory.close()
         if not getattr(self, "_obs_by_pipe", True):   # views of the region: drop them, so close() frees it
@@ -945,7 +947,10 @@ class AsyncVectorEnv(VectorEnv):
             terminate = True
         except Exception:
             terminate = True  # the pool is already closed by the failing wait
-        self._shutdown(kill=terminate or self._stale, join_timeout=10.0 if timeout is None else timeout)
+        try:
+            self._shutdown(kill=terminate or self._stale, join_timeout=10.0 if timeout is None else timeout)
+        finally:
+            self.closed = True   # even when a Ctrl-C surfaces as the shutdown ends
 
     def __del__(self):
         if not getattr(self, "closed", True):

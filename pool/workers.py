@@ -173,6 +173,12 @@ def _forget_workers_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_workers_after_fork)
 
 
+def _not_closed(process) -> bool:
+    """A started process not yet close()d (multiprocessing keeps the handle
+    private: _popen is set by start() and cleared by close())."""
+    return getattr(process, "_popen", None) is not None
+
+
 class Workers:
     """The worker processes of one pool, and their shutdown (also run by a
     finalizer when a pool is dropped without close()).
@@ -237,22 +243,31 @@ class Workers:
     def shutdown(self, join_timeout: float = 1.0) -> None:
         """Ask every worker to close, wait up to join_timeout each, kill the
         rest, free the memory. Safe to call again. Does nothing in a forked
-        child (there, the workers and the memory are the parent's)."""
+        child (there, the workers and the memory are the parent's). Ctrl-C
+        meanwhile is raised when it is done (deferred_signals): an
+        interrupted shutdown would leave workers and memory that no later
+        close() knows to free."""
         if os.getpid() != self.owner_pid:
             return
-        if self.processes:
-            alive = [k for k, p in enumerate(self.processes) if p.is_alive()]
-            if alive:
-                _native.send(self.buffers.control_address, 0, len(self.processes), _native.CMD_CLOSE)
-            for p in self.processes:
-                p.join(timeout=join_timeout)
-            for p in self.processes:
-                if p.is_alive():
-                    p.kill()
-                    p.join(timeout=1.0)
-                if not p.is_alive():
-                    p.close()  # releases its sentinel descriptor
-            self.processes = []
+        with deferred_signals():
+            self._shutdown(join_timeout)
+
+    def _shutdown(self, join_timeout: float) -> None:
+        # A process leaves the list once closed, so a shutdown cut short (an
+        # exception from a signal handler deferred_signals does not cover)
+        # is finished by the next one, which skips what is done.
+        started = [p for p in self.processes if _not_closed(p)]
+        if any(p.is_alive() for p in started) and self.buffers.region.memory is not None:
+            _native.send(self.buffers.control_address, 0, len(self.processes), _native.CMD_CLOSE)
+        for p in started:
+            p.join(timeout=join_timeout)
+        for p in started:
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=1.0)
+            if not p.is_alive():
+                p.close()  # releases its sentinel descriptor
+        self.processes = [p for p in self.processes if _not_closed(p)]   # one that would not die stays
         self.buffers.close()
 
     def kill(self) -> None:

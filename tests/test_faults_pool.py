@@ -386,6 +386,56 @@ def test_python_pool_close_from_another_thread_or_a_signal_handler(no_leaks):
     assert envs.closed and not alive(victim)
 
 
+@pytest.mark.parametrize("kind", ["native", "python"])
+def test_ctrl_c_during_close_still_closes_the_pool(kind, no_leaks):
+    """Ctrl-C while close() waits for a slow worker (here a stopped one) is
+    raised once the pool is closed: workers gone, memory freed, `closed`
+    set. It once cut the shutdown short: the pool stayed half-closed, its
+    next step said a worker "died", and a second close() freed nothing."""
+    if kind == "native":
+        pool = Multiprocessing("cartpole", 8, num_workers=2, seed=0)
+        pool.step(np.zeros(8, np.int32))
+    else:
+        pool = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 4, num_workers=2)
+        pool.reset(seed=0)
+    workers = [p.pid for p in pool._workers.processes]
+    os.kill(workers[0], signal.SIGSTOP)   # close() waits up to its join timeout for it
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)   # ignored under nohup
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            pool.close()
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+        if alive(workers[0]):
+            os.kill(workers[0], signal.SIGCONT)
+    assert pool.closed and not any(alive(w) for w in workers)
+    with pytest.raises((PoolClosedError, ClosedEnvironmentError)):
+        pool.step(np.zeros(8 if kind == "native" else 4, np.int32 if kind == "native" else np.int64))
+    pool.close()   # still fine
+
+
+def test_a_pool_that_cannot_map_its_memory_keeps_no_descriptor(no_leaks, monkeypatch):
+    """A region mmap refuses (ulimit -v, ulimit -f: limits the MemAvailable
+    check cannot see) is a MemoryError naming the size, and its memfd is
+    closed (each failed pool once kept one)."""
+    import errno
+    import mmap
+
+    from shoal.pool import layout
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno.ENOMEM, os.strerror(errno.ENOMEM))
+
+    monkeypatch.setattr(layout.mmap, "mmap", refuse)
+    for _ in range(3):
+        with pytest.raises(MemoryError, match="cannot map .* bytes of shared memory"):
+            shoal.make("CartPole", 64, num_workers=2)
+    monkeypatch.setattr(layout.mmap, "mmap", mmap.mmap)
+
+
 # ---- 9. forked children cannot drive the parent's workers --------------------------------
 def test_forked_child_cannot_use_or_close_the_parents_pool(no_leaks):
     actions = [np.random.default_rng(k).integers(0, 2, 8).astype(np.int32) for k in range(10)]
