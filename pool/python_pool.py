@@ -710,6 +710,11 @@ class AsyncVectorEnv(VectorEnv):
         logger.error("Raising the last exception back to the main process.")   # gymnasium's three
         k, payload, type_name, message, trace, _ = errors[-1]
         error = pickle.loads(payload) if payload is not None else RuntimeError(f"{type_name}: {message}")
+        if not isinstance(error, Exception):
+            # An env's sys.exit() (or a KeyboardInterrupt it raised) would end
+            # or interrupt this process as if by its own choice: an error instead
+            error = RuntimeError(f"an env raised {type_name}({message}) in a worker; the pool cannot "
+                                 f"go on without it")
         start, stop = self._blocks[k]
         where = " while starting" if while_starting else ""
         error.add_note(f"Raised in shoal worker {k} (envs {start}..{stop - 1}){where}; the pool is "

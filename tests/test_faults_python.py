@@ -201,6 +201,32 @@ def test_parallel_env_pool_rejects_unknown_autoreset_modes(no_leaks):
         ParallelEnvPool([TwoAgents] * 2, num_workers=1, autoreset_mode="sometimes")
 
 
+class ExitsOnStep(gymnasium.Wrapper):
+    """An env that calls sys.exit() in step, as pygame-style envs do when
+    their window is closed."""
+
+    def __init__(self):
+        super().__init__(gymnasium.make("CartPole-v1"))
+
+    def step(self, action):
+        sys.exit(3)
+
+
+def test_an_env_calling_sys_exit_is_an_error_not_the_parents_exit(no_leaks):
+    """The worker's SystemExit once came back as the parent's own: the
+    training script ended silently with the env's exit status (0 reads as
+    success). It is a RuntimeError now; gymnasium's pool raises too (an
+    EOFError from the dead worker)."""
+    envs = AsyncVectorEnv([ExitsOnStep, lambda: gymnasium.make("CartPole-v1")], num_workers=2)
+    try:
+        envs.reset(seed=0)
+        with pytest.warns(UserWarning), pytest.raises(RuntimeError, match=r"an env raised SystemExit\(3\)"):
+            envs.step(np.zeros(2, np.int64))
+        assert envs.closed
+    finally:
+        envs.close()
+
+
 # ---------------------------------------------------------------------------
 # Standing fault matrix: {AsyncVectorEnv, ParallelEnvPool} x start methods x
 # {env raises in step, worker SIGKILLed}
