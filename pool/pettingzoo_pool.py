@@ -273,8 +273,7 @@ class ParallelEnvPool:
     def masks(self) -> np.ndarray:
         """Per row: the agent is present (as of the last reset or step; an
         array the next call rewrites: info["mask"] is this call's)."""
-        if self.closed:
-            raise gymnasium.error.ClosedEnvironmentError("this ParallelEnvPool is closed")
+        self._check_open()
         return self._masks
 
     @property
@@ -314,7 +313,17 @@ class ParallelEnvPool:
     # gymnasium's async halves, with their timeouts: a late or stuck env is a
     # multiprocessing.TimeoutError and the pool stays usable (shoal.pool.AsyncVectorEnv's faults)
 
+    def _check_open(self) -> None:
+        if self.closed:   # (the vector env's own error would name AsyncVectorEnv)
+            raise gymnasium.error.ClosedEnvironmentError(
+                "this ParallelEnvPool is closed (by close(), or by a worker's failure)")
+
+    def __reduce__(self):
+        raise TypeError("ParallelEnvPool cannot be pickled (it owns worker processes and shared "
+                        "memory): create one in each process instead")
+
     def reset_async(self, *, seed: int | list | None = None, options: dict | None = None) -> None:
+        self._check_open()
         self.vector_env.reset_async(seed=seed, options=options)
 
     def reset_wait(self, timeout: float | None = None):
@@ -323,6 +332,7 @@ class ParallelEnvPool:
         return obs, self._info(infos)
 
     def step_async(self, actions) -> None:
+        self._check_open()
         self.vector_env.step_async(_split_leading(actions, self.num_envs, self.num_agents))
 
     def step_wait(self, timeout: float | None = None):
@@ -331,6 +341,7 @@ class ParallelEnvPool:
         return obs, reward, terminated, truncated, self._info(infos)
 
     def render(self):
+        self._check_open()
         return self.vector_env.render()
 
     def close(self, **kwargs) -> None:

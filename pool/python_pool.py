@@ -957,6 +957,10 @@ class AsyncVectorEnv(VectorEnv):
         finally:
             self.closed = True   # even when a Ctrl-C surfaces as the shutdown ends
 
+    def __reduce__(self):
+        raise TypeError(f"{type(self).__name__} cannot be pickled or copied (it owns worker processes "
+                        f"and shared memory): create one in each process instead")
+
     def __del__(self):
         if not getattr(self, "closed", True):
             self.close(terminate=True)

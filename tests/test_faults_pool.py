@@ -601,6 +601,29 @@ def test_pools_cannot_be_pickled_and_are_unreadable_once_closed(backend, no_leak
     pool.close()
 
 
+def test_python_pools_refuse_pickling_and_name_themselves_once_closed(no_leaks):
+    """AsyncVectorEnv and ParallelEnvPool: pickling or copying is a clear
+    TypeError (it was "cannot pickle '_thread.RLock' object", and a deep
+    copy left a half-made object whose __del__ failed), and a closed
+    ParallelEnvPool's error names it, not the AsyncVectorEnv inside."""
+    import copy
+
+    from mpe2 import simple_spread_v3
+    from shoal.pool import ParallelEnvPool
+    envs = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=1)
+    rows = ParallelEnvPool([simple_spread_v3.parallel_env] * 2, num_workers=1)
+    try:
+        for pool in (envs, rows):
+            for copier in (pickle.dumps, copy.deepcopy):
+                with pytest.raises(TypeError, match=f"{type(pool).__name__} cannot be pickled"):
+                    copier(pool)
+    finally:
+        envs.close()
+        rows.close()
+    with pytest.raises(ClosedEnvironmentError, match="this ParallelEnvPool is closed"):
+        rows.step(rows.action_space.sample())
+
+
 # ---- the native pool's kill / stop matrix, every start method --------------------
 @pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
 @pytest.mark.parametrize("fault", ["kill", "stop"])
