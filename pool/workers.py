@@ -225,7 +225,10 @@ class Workers:
     def failure(self, k: int, what: str) -> WorkerError:
         """The error for worker k that `what` ("died", "exited while
         starting"), with how it ended; the pool closes itself."""
-        code = self.processes[k].exitcode
+        process = self.processes[k]
+        if process.exitcode is None:   # its pipe closed as it exits: let it finish, for the code
+            process.join(timeout=1.0)
+        code = process.exitcode
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         return WorkerError(f"{self.describe(k)} {what} ({how}); the pool is closed")
 
