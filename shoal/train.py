@@ -761,9 +761,13 @@ def eval_seeds(train_cfg: dict) -> tuple[int, int]:
     """The seeds of a run's evaluations, from its [train] config:
     (during training, final). Each evaluation plays the same episodes every
     time, so `shoal eval --seed S --episodes <eval_episodes>` replays them
-    with a saved checkpoint; the final one is held out from the stopping rule."""
-    during = 10**9 + train_cfg["seed"] * train_cfg["eval_episodes"]
-    return during, during + 1
+    with a saved checkpoint. Evaluation env i is seeded S + i, so the final
+    one starts eval_episodes seeds on: its episodes are held out from the
+    stopping rule, none the same (one seed on, it once replayed all but one
+    of them), and no run seed's range meets another's."""
+    episodes = train_cfg["eval_episodes"]
+    during = 10**9 + 2 * train_cfg["seed"] * episodes
+    return during, during + episodes
 
 
 @contextlib.contextmanager

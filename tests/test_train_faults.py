@@ -619,6 +619,21 @@ def test_a_failed_periodic_save_warns_and_training_goes_on(tmp_path, monkeypatch
     assert train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]["global_step"] == 512
 
 
+def test_the_final_evaluation_plays_none_of_the_stopping_rules_episodes():
+    """Evaluation env i is seeded S + i: the final ("held-out") evaluation's
+    seeds share none with the evaluations during training (it was once one
+    seed on, replaying all but one of their episodes), and no run seed's
+    evaluation seeds meet another run seed's."""
+    for episodes in (1, 2, 16):
+        taken = set()
+        for run_seed in range(6):
+            during, final = train.eval_seeds({"seed": run_seed, "eval_episodes": episodes})
+            mine = [set(range(during, during + episodes)), set(range(final, final + episodes))]
+            assert not mine[0] & mine[1]
+            assert not (mine[0] | mine[1]) & taken
+            taken |= mine[0] | mine[1]
+
+
 def test_the_final_evaluation_is_kept_in_the_run_folder(tmp_path):
     import csv
     import json
