@@ -248,9 +248,11 @@ def _train(args: list[str]) -> int:
     except Exception as e:  # a pool worker died (WorkerError): the checkpoint was saved, its note says where
         from shoal.distributed import DistError   # (or a rank cannot join or lost a peer: one line per rank)
         from shoal.pool import WorkerError  # imported by then: training uses the pool
-        if not isinstance(e, (WorkerError, DistError)):
+        if not isinstance(e, (WorkerError, DistError, OSError)):   # OSError: a final save on a full disk
             raise
-        print("shoal train: error: " + "\n".join([str(e), *getattr(e, "__notes__", [])]), file=sys.stderr)
+        plain = isinstance(e, OSError) and e.strerror and e.filename is None   # ours: the whole message
+        print("shoal train: error: " + "\n".join([e.strerror if plain else str(e), *getattr(e, "__notes__", [])]),
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (train.Terminated) outside the training loop
         terminated = type(e).__name__ == "Terminated"

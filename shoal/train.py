@@ -1058,7 +1058,8 @@ class Logger:
         self.env = cfg["env"]["name"]
         self.world_size = world_size
         path = os.path.join(run_dir, "log.csv")
-        append = resume and os.path.exists(path)
+        # (an empty log.csv: a run killed before its header reached the disk)
+        append = resume and os.path.exists(path) and os.path.getsize(path) > 0
         fields = LOG_FIELDS
         if append:  # keep the columns the file has (a log written by an older shoal may lack some)
             with open(path, newline="") as f:
@@ -1069,6 +1070,7 @@ class Logger:
         self.csv = csv.DictWriter(self.csv_file, fields, extrasaction="ignore")
         if not append:
             self.csv.writeheader()
+            self.csv_file.flush()   # a run killed before its first row leaves a log with its header
         self.tb = None
         if tc["tensorboard"]:
             try:
@@ -1102,19 +1104,39 @@ class Logger:
 
     def log(self, row: dict) -> None:
         row.setdefault("world_size", self.world_size)
-        self.csv.writerow({k: row.get(k, "") for k in LOG_FIELDS})
-        self.csv_file.flush()
+        if self.csv_file is not None:
+            try:
+                self.csv.writerow({k: row.get(k, "") for k in LOG_FIELDS})
+                self.csv_file.flush()
+            except OSError as e:
+                self._stop_writing("csv_file", "log.csv", e)
         scalars = {k: v for k, v in row.items()
                    if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))}
-        if self.tb is not None:
-            for k, v in scalars.items():
-                self.tb.add_scalar(k, v, row["global_step"])
+        for k, v in scalars.items():
+            self.scalar(k, v, row["global_step"])
         if self.wandb is not None:
             self.wandb.log(scalars, step=row["global_step"])
         if self.live is not None:
             self.live.update(self._table(row), refresh=True)
         elif self.plain:
             self._print_row(row)
+
+    def scalar(self, name: str, value: float, step: int) -> None:
+        """One TensorBoard scalar, where TensorBoard writes."""
+        if self.tb is not None:
+            try:
+                self.tb.add_scalar(name, value, step)
+            except OSError as e:   # its writer thread's failed write (a full disk), raised here
+                self._stop_writing("tb", "the TensorBoard events", e)
+
+    def _stop_writing(self, sink: str, what: str, error: OSError) -> None:
+        """A log that cannot be written (a full disk, say): a warning, and no
+        more writes to it, as a failed periodic checkpoint; training goes on."""
+        print(f"warning: could not write {what} ({error.strerror or error}); not writing it from "
+              f"here on, training goes on", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            getattr(self, sink).close()
+        setattr(self, sink, None)
 
     def _print_row(self, row: dict) -> None:
         f = lambda k, w, p: f"{row.get(k, float('nan')):>{w}.{p}f}"  # noqa: E731
@@ -1161,11 +1183,14 @@ class Logger:
     def close(self) -> None:
         if self.live is not None:
             self.live.stop()
-        if self.tb is not None:
-            self.tb.close()
+        for sink, what in (("tb", "the TensorBoard events"), ("csv_file", "log.csv")):
+            if getattr(self, sink) is not None:
+                try:
+                    getattr(self, sink).close()
+                except OSError as e:   # its last write (a full disk): the run's end is no error
+                    self._stop_writing(sink, what, e)
         if self.wandb is not None:
             self.wandb.finish()
-        self.csv_file.close()
 
 
 def start_wandb(run_dir: str, cfg: dict, resume: bool):
@@ -1237,18 +1262,24 @@ def make_run_dir(cfg: dict, run_dir: str | None, resume: str | None) -> str:
     if run_dir is None:
         tc = cfg["train"]
         name = f"{shoal.env_spec(cfg['env']['name']).name.lower()}-s{tc['seed']}-{time.strftime('%Y%m%d-%H%M%S')}"
-        os.makedirs(tc["run_dir"], exist_ok=True)
-        for n in itertools.count(1):
-            path = os.path.join(tc["run_dir"], name if n == 1 else f"{name}-{n}")
-            try:
-                os.mkdir(path)  # atomic: of two runs making the same name, one gets FileExistsError
-                return path
-            except FileExistsError:
-                continue
+        try:
+            os.makedirs(tc["run_dir"], exist_ok=True)
+            for n in itertools.count(1):
+                path = os.path.join(tc["run_dir"], name if n == 1 else f"{name}-{n}")
+                try:
+                    os.mkdir(path)  # atomic: of two runs making the same name, one gets FileExistsError
+                    return path
+                except FileExistsError:
+                    continue
+        except OSError as e:   # a read-only file system, no permission
+            raise RunError(f"cannot make a run folder in [train] run_dir = {tc['run_dir']}: "
+                           f"{e.strerror or e}") from None
     try:
         os.makedirs(run_dir, exist_ok=True)
     except FileExistsError:
         raise RunError(f"--run-dir {run_dir} exists and is not a folder") from None
+    except OSError as e:   # a read-only file system, no permission
+        raise RunError(f"cannot make the run folder {run_dir}: {e.strerror or e}") from None
     if resume and os.path.samefile(os.path.dirname(os.path.abspath(resume)), run_dir):
         return run_dir  # resuming in place: this run's own folder
     held = [f for f in RUN_FILES if os.path.exists(os.path.join(run_dir, f))]
@@ -1683,8 +1714,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                              device, env_kwargs=eval_kwargs)
             summary["eval_return"] = final["mean_return"]
             write_final_eval(run_dir, final, final_eval_seed, progress)
-            if logger.tb is not None:
-                logger.tb.add_scalar("final_eval_return", final["mean_return"], progress["global_step"])
+            logger.scalar("final_eval_return", final["mean_return"], progress["global_step"])
         finally:
             logger.close()
             run_lock.close()

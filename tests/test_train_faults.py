@@ -619,6 +619,80 @@ def test_a_failed_periodic_save_warns_and_training_goes_on(tmp_path, monkeypatch
     assert train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]["global_step"] == 512
 
 
+def test_logs_that_cannot_be_written_are_a_warning_and_training_goes_on(tmp_path, monkeypatch, capsys):
+    """log.csv and the TensorBoard events on a full disk (log.csv on
+    /dev/full; TensorBoard's writer raising ENOSPC, as its thread does): a
+    warning each, once, and the run ends normally with its checkpoint. A
+    TensorBoard ENOSPC once ended the run with three tracebacks."""
+    pytest.importorskip("tensorboard")
+    import csv
+
+    from torch.utils.tensorboard import SummaryWriter
+    real_init = train.Logger.__init__
+
+    def csv_on_a_full_disk(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        self.csv_file.close()
+        self.csv_file = open("/dev/full", "w", newline="")
+        self.csv = csv.DictWriter(self.csv_file, train.LOG_FIELDS, extrasaction="ignore")
+
+    def disk_full(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(train.Logger, "__init__", csv_on_a_full_disk)
+    monkeypatch.setattr(SummaryWriter, "add_scalar", disk_full)
+    summary = train.train(tiny("--train.tensorboard", "true", "--train.log-interval", "0",
+                               "--train.total-timesteps", "512"), run_dir=str(tmp_path))
+    err = capsys.readouterr().err
+    assert summary["global_step"] == 512 and not summary["interrupted"]
+    assert err.count("warning: could not write log.csv (No space left on device)") == 1, err
+    assert err.count("warning: could not write the TensorBoard events (No space left on device)") == 1, err
+    assert train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]["global_step"] == 512
+
+
+def test_a_resume_after_a_kill_before_the_first_row_keeps_the_log_readable(tmp_path):
+    """A run killed before its first log row (after a checkpoint) left an
+    empty log.csv (its header unflushed); a resume in place then appended
+    rows with no header. The header is flushed at once, and an empty log
+    gets one on resume."""
+    import csv
+    first = train.train(tiny(), run_dir=str(tmp_path))
+    with open(tmp_path / "log.csv", newline="") as f:
+        assert next(csv.reader(f))[0] == train.LOG_FIELDS[0]
+    (tmp_path / "log.csv").write_text("")   # as the kill left it
+    train.train(tiny("--train.total-timesteps", "512"), resume=first["checkpoint"], run_dir=str(tmp_path))
+    with open(tmp_path / "log.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and int(rows[-1]["global_step"]) == 512
+
+
+def test_a_run_folder_or_final_save_the_disk_refuses_is_one_error_line(tmp_path, monkeypatch, capsys):
+    """A run folder that cannot be made (a read-only file system) is a
+    config-style error (exit 2); a final checkpoint that cannot be written
+    is one error line naming what is left (exit 1), not a traceback."""
+    real_makedirs = os.makedirs
+
+    def read_only(path, *args, **kwargs):
+        if "read-only" in str(path):
+            raise OSError(30, "Read-only file system")
+        return real_makedirs(path, *args, **kwargs)
+
+    monkeypatch.setattr(train.os, "makedirs", read_only)
+    assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(tmp_path / "read-only")]) == 2
+    assert "cannot make the run folder" in capsys.readouterr().err
+    assert cli.main(["train", "cartpole", *TINY, "--train.run-dir", str(tmp_path / "read-only")]) == 2
+    assert "cannot make a run folder in [train] run_dir" in capsys.readouterr().err
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(train, "save_checkpoint", disk_full)
+    assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert "shoal train: error: could not write the final checkpoint" in err and "none was saved" in err
+    assert "Traceback" not in err
+
+
 def test_the_final_evaluation_plays_none_of_the_stopping_rules_episodes():
     """Evaluation env i is seeded S + i: the final ("held-out") evaluation's
     seeds share none with the evaluations during training (it was once one
