@@ -8,6 +8,9 @@ policy.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+
 import numpy as np
 
 # The pool-level helpers (re-exported: shoal.render keeps its names).
@@ -43,7 +46,17 @@ def write_gif(frames: list[np.ndarray], path: str, fps: int = 20) -> None:
     from PIL import Image
 
     images = [Image.fromarray(f) for f in frames]
-    images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+    # Whole or not at all: a failed write (a full disk) leaves no truncated GIF
+    # and keeps a GIF already at `path`
+    partial = f"{path}.tmp{os.getpid()}"
+    try:
+        images[0].save(partial, format="GIF", save_all=True, append_images=images[1:],
+                       duration=int(1000 / fps), loop=0)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise
 
 
 def random_actions(spec, rng: np.random.Generator, rows: int) -> np.ndarray:

@@ -1,5 +1,7 @@
 """Rendering: frames and text views of every env that draws, through the
 single env, the vector env, the pettingzoo view, and GIFs via `shoal play`."""
+import os
+
 import numpy as np
 import pytest
 from gymnasium.error import ResetNeeded
@@ -98,6 +100,31 @@ def test_render_on_a_closed_env_says_it_is_closed(env_name):
     pool.close()
     with pytest.raises(PoolClosedError, match="pool is closed"):
         render.frame(pool, 0)
+
+
+def test_a_gif_the_disk_refuses_leaves_the_old_one_and_no_partial_file(tmp_path, monkeypatch):
+    """write_gif writes whole or not at all: a write that fails midway (a
+    full disk) once left a truncated GIF in place of a good one."""
+    pytest.importorskip("PIL", reason="GIFs need pillow (pip install 'shoal[render]')")
+    from PIL import Image
+
+    from shoal import render as app_render
+    frames = [np.full((8, 8, 3), k * 40, np.uint8) for k in range(4)]
+    out = tmp_path / "play.gif"
+    app_render.write_gif(frames, str(out))
+    good = out.read_bytes()
+    real_save = Image.Image.save
+
+    def disk_full_midway(self, fp, *args, **kwargs):
+        real_save(self, fp, *args, **kwargs)
+        with open(fp, "r+b") as f:
+            f.truncate(30)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Image.Image, "save", disk_full_midway)
+    with pytest.raises(OSError, match="No space left"):
+        app_render.write_gif(frames[::-1], str(out))
+    assert out.read_bytes() == good and os.listdir(tmp_path) == ["play.gif"]
 
 
 def test_shoal_play_writes_a_gif(tmp_path, capsys):
