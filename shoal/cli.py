@@ -407,6 +407,9 @@ def _eval(args: list[str]) -> int:
     shown = ", ".join(f"{k}={v}" for k, v in env_kwargs.items())
     print(f"{spec.name}: mean return {r['mean_return']:.2f} over {a.episodes} episodes "
           f"({mode} actions; mean length {r['mean_length']:.1f})" + (f"; env {shown}" if shown else ""))
+    if r["cut_off"]:
+        print(f"{r['cut_off']} of the {a.episodes} episodes had not ended after {r['max_steps']:,} steps: "
+              f"their returns so far are counted, and their lengths are not in the mean")
     if a.gif:
         frames = train.rollout_frames(policy, spec.name, a.gif_steps, a.seed, deterministic=not a.sample,
                                       env_kwargs=env_kwargs)

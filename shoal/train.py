@@ -794,10 +794,12 @@ def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: 
     """One episode in each of `episodes` envs (a serial pool seeded `seed`,
     made with `env_kwargs`: training passes shoal.config.env_kwargs(cfg["env"],
     evaluation=True), without the training-only ones such as reward_clip):
-    {"mean_return", "mean_length", "returns"}. An episode's return sums the
-    rewards of all its env's rows. Episodes still running after max_steps
-    (default 4 x the env's step limit + 10; 4010 without one) count the
-    return they have so far. Sampled actions come from eval_rng(seed)."""
+    {"mean_return", "mean_length", "returns", "cut_off", "max_steps"}. An
+    episode's return sums the rewards of all its env's rows. Episodes still
+    running after max_steps (default 4 x the env's step limit + 10; 4010
+    without one) count the return they have so far, and their number is
+    "cut_off" (mean_length is over the finished ones). Sampled actions come
+    from eval_rng(seed)."""
     device = torch.device(device)
     with eval_rng(seed, device):
         pool = shoal.make(env, episodes, backend="serial", seed=seed, env_kwargs=env_kwargs or {})
@@ -826,7 +828,8 @@ def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: 
         finally:
             pool.close()
         return {"mean_return": float(np.mean(returns)), "mean_length": float(np.nanmean(lengths))
-                if not np.isnan(lengths).all() else float("nan"), "returns": returns}
+                if not np.isnan(lengths).all() else float("nan"), "returns": returns,
+                "cut_off": int(unfinished.sum()), "max_steps": max_steps}
 
 
 @torch.no_grad()
@@ -1016,7 +1019,7 @@ def write_final_eval(run_dir: str, final: dict, seed: int, progress: dict) -> No
     run_dir/final_eval.json: its mean return and length, each episode's
     return, the seed that replays it (`shoal eval --seed`), and the steps."""
     record = {"mean_return": final["mean_return"], "mean_length": final["mean_length"],
-              "returns": [float(r) for r in final["returns"]], "seed": seed,
+              "returns": [float(r) for r in final["returns"]], "cut_off": final.get("cut_off", 0), "seed": seed,
               "global_step": progress["global_step"], "train_seconds": progress["train_seconds"]}
     with open(os.path.join(run_dir, "final_eval.json"), "w") as f:
         json.dump(record, f, indent=1)

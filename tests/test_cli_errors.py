@@ -97,6 +97,17 @@ def test_play_refuses_a_folder_as_out(tmp_path, capsys):
     assert f"--out {tmp_path}: is a folder" in refused(capsys, ["play", "cartpole", "--out", str(tmp_path)])
 
 
+def test_eval_says_when_episodes_were_cut_off(checkpoint, monkeypatch, capsys):
+    """Episodes still running at the evaluation's step cap count their
+    return so far: shoal eval says how many, not a bare "mean length nan"."""
+    from shoal import train
+    real = train.evaluate
+    monkeypatch.setattr(train, "evaluate", lambda *a, **k: real(*a, **{**k, "max_steps": 3}))
+    assert cli.main(["eval", "cartpole", "--checkpoint", checkpoint, "--episodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 of the 2 episodes had not ended after 3 steps" in out
+
+
 def test_play_without_pillow_says_so_before_playing(tmp_path, capsys, monkeypatch):
     """pillow (the [render] extra) is checked with the GIF's path, before
     the play or evaluation runs, not as a traceback at the end."""

@@ -45,6 +45,7 @@ def test_evaluation_counts_an_unfinished_episode_by_its_return_so_far():
     result = train.evaluate(policy, "cartpole", 4, seed=0, max_steps=5)
     np.testing.assert_array_equal(result["returns"], [5.0] * 4)
     assert np.isnan(result["mean_length"])   # of finished episodes: none
+    assert result["cut_off"] == 4 and result["max_steps"] == 5   # said, by shoal eval and final_eval.json
 
 
 def test_resume_takes_this_runs_learning_rate(tmp_path):
