@@ -278,6 +278,26 @@ class Policy(nn.Module):
             return gaussian(head, self.actor_logstd, action, deterministic)
         return sample(head, self.nvec, action, deterministic)
 
+    @torch.no_grad()
+    def act(self, obs, state=None, done=None, deterministic: bool = True):
+        """For a trained policy in your own loop: (actions, next state) for a
+        batch of obs rows (numpy or tensor, shape (rows, *obs shape)), the
+        actions as a numpy array the envs take (rows for Discrete, (rows, n)
+        for MultiDiscrete and Box), argmax / the Gaussian's mean unless
+        deterministic=False. With an LSTM, pass the state it returned and
+        `done` (the rows whose episode just ended) back each step."""
+        device = next(self.parameters()).device
+        obs = torch.as_tensor(np.asarray(obs), device=device)
+        if done is not None:
+            done = torch.as_tensor(np.asarray(done), dtype=torch.float32, device=device)
+        elif self.lstm is not None:
+            done = torch.zeros(obs.shape[0], device=device)
+        if self.lstm is not None and state is None:
+            state = self.initial_state(obs.shape[0], device)
+        head, _, state = self(obs, state, done)
+        action = self.env_actions(self.sample(head, deterministic=deterministic)[0]).cpu().numpy()
+        return (action[:, 0] if len(self.nvec) == 1 else action), state
+
     def env_actions(self, action: torch.Tensor) -> torch.Tensor:
         """The actions the env gets: Box actions clipped to its bounds (the
         unclipped sample is what the log-prob scores); others as they are."""
@@ -994,6 +1014,13 @@ def load_policy_state(policy: Policy, state: dict, path: str) -> None:
     except (RuntimeError, KeyError, TypeError) as e:
         first = str(e).strip().splitlines()[0]
         raise RunError(f"checkpoint {path}: its policy weights do not fit its [policy] config ({first})") from None
+
+
+def load_policy(path: str) -> tuple[Policy, dict]:
+    """The trained policy of checkpoint `path` (in eval mode, on the CPU; its
+    obs normalisation inside it) and the run's config: policy.act(obs) gives
+    actions for your own loop. A missing or damaged file is a RunError."""
+    return policy_from_checkpoint(load_checkpoint(path), path)
 
 
 def policy_from_checkpoint(ckpt: dict, path: str = "checkpoint") -> tuple[Policy, dict]:

@@ -48,6 +48,30 @@ def test_evaluation_counts_an_unfinished_episode_by_its_return_so_far():
     assert result["cut_off"] == 4 and result["max_steps"] == 5   # said, by shoal eval and final_eval.json
 
 
+@pytest.mark.parametrize("flags", [[], ["--policy.lstm", "true"]])
+def test_a_checkpoints_policy_acts_in_your_own_loop(tmp_path, flags):
+    """train.load_policy + Policy.act (the README's own-loop recipe) play
+    the episodes shoal eval plays: the same returns, seed for seed."""
+    import gymnasium
+    summary = train.train(small("cartpole", "--train.total-timesteps", "2048", *flags),
+                          run_dir=str(tmp_path))
+    policy, cfg = train.load_policy(summary["checkpoint"])
+    assert cfg["env"]["name"] == "cartpole"
+    expected = train.evaluate(policy, "cartpole", 3, seed=5)["returns"]
+    for k in range(3):
+        env = gymnasium.make("shoal/CartPole-v0")
+        obs, _ = env.reset(seed=5 + k)   # evaluation env k is seeded seed + k
+        total, state, done = 0.0, None, False
+        while not done:
+            action, state = policy.act(obs[None], state)
+            obs, reward, term, trunc, _ = env.step(action[0])
+            total, done = total + reward, term or trunc
+        env.close()
+        assert total == expected[k]
+    with pytest.raises(train.RunError, match="does not exist"):
+        train.load_policy(str(tmp_path / "nothing.pt"))
+
+
 def test_resume_takes_this_runs_learning_rate(tmp_path):
     """Without annealing, the resumed run's [train] learning_rate is the one
     used, not the lr saved in the optimizer state."""
