@@ -38,11 +38,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import glob
 import io
 import itertools
 import json
 import math
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -1331,6 +1333,21 @@ def make_run_dir(cfg: dict, run_dir: str | None, resume: str | None) -> str:
 RUN_LOCK = ".lock"   # in a run folder: held (flock) by the run writing there
 
 
+def discard_unstarted_run(run_dir: str, fresh_folder: bool) -> None:
+    """Give back the folder of a run that stopped in its setup (an error, a
+    Ctrl-C) before any checkpoint: the whole folder when this run made it,
+    else the files it wrote (config.ini, log.csv, TensorBoard's events), so
+    that the next run may use it. Called with the run's lock still held."""
+    if fresh_folder:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return
+    events = glob.glob(os.path.join(glob.escape(run_dir), f"events.out.tfevents.*.{os.getpid()}.*"))
+    mine = [*RUN_FILES, *map(os.path.basename, events)]
+    for name in mine:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(run_dir, name))
+
+
 def lock_run_dir(run_dir: str):
     """Hold the run folder for this run's life (an open file with an
     exclusive flock, released when closed or when the process dies), so
@@ -1540,32 +1557,42 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
         sys.stderr.flush()
 
     # The run folder last: a pool argument the pool refuses (above) leaves no folder behind.
-    run_dir = ckpt_path = run_lock = None
-    if dist.is_main:  # rank 0 alone writes: one run folder, one log, one checkpoint
-        try:
+    run_dir = ckpt_path = run_lock = logger = None
+    fresh_folder = False
+    # Setup can fail or be interrupted (Ctrl-C) after the folder is made, before
+    # any checkpoint: the folder is then given back, so it does not hold a run
+    # that cannot be resumed (later runs would be refused there).
+    try:
+        if dist.is_main:  # rank 0 alone writes: one run folder, one log, one checkpoint
+            fresh_folder = run_dir_arg is None or not os.path.isdir(run_dir_arg)
             run_dir = make_run_dir(cfg, run_dir_arg, resume)
-        except BaseException:
-            pool.close()
-            raise
-        try:
             run_lock = lock_run_dir(run_dir)
-        except BaseException:
-            pool.close()
-            raise
-        with open(os.path.join(run_dir, "config.ini"), "w") as f:
-            f.write(shoal_config.to_ini(cfg))
-        ckpt_path = os.path.join(run_dir, "checkpoint.pt")
-        remove_stale_temp_files(ckpt_path)
-    reward_scaler = None
-    if tc["normalize_reward"]:
-        reward_scaler = RewardScaler(pool.num_rows, tc["gamma"], tc["reward_clip"])
-        if ckpt is not None and "reward_rms" in ckpt:
-            reward_scaler.load_state_dict(ckpt["reward_rms"])
-    timers = Timers()
-    timers.total.update(progress["timers"])   # none in a checkpoint older than them: from 0
-    eval_seconds_before = timers.total["eval"]   # earlier runs' evaluations: not this run's clock
-    logger = Logger(run_dir, cfg, resume=bool(resume), world_size=dist.world_size,
-                    resume_step=progress["global_step"] if ckpt is not None else None) if dist.is_main else None
+            with open(os.path.join(run_dir, "config.ini"), "w") as f:
+                f.write(shoal_config.to_ini(cfg))
+            ckpt_path = os.path.join(run_dir, "checkpoint.pt")
+            remove_stale_temp_files(ckpt_path)
+        reward_scaler = None
+        if tc["normalize_reward"]:
+            reward_scaler = RewardScaler(pool.num_rows, tc["gamma"], tc["reward_clip"])
+            if ckpt is not None and "reward_rms" in ckpt:
+                reward_scaler.load_state_dict(ckpt["reward_rms"])
+        timers = Timers()
+        timers.total.update(progress["timers"])   # none in a checkpoint older than them: from 0
+        eval_seconds_before = timers.total["eval"]   # earlier runs' evaluations: not this run's clock
+        logger = Logger(run_dir, cfg, resume=bool(resume), world_size=dist.world_size,
+                        resume_step=progress["global_step"] if ckpt is not None else None) if dist.is_main else None
+    except BaseException:
+        pool.close()
+        if logger is not None:
+            logger.close()
+        in_place = resume is not None and run_dir is not None and \
+            os.path.samefile(os.path.dirname(os.path.abspath(resume)), run_dir)
+        if run_dir is not None and not in_place:   # (resumed in place: the folder keeps its run)
+            discard_unstarted_run(run_dir, fresh_folder)
+        if run_lock is not None:
+            run_lock.close()
+        raise
+
     batch = tc["num_steps"] * pool.num_rows * dist.world_size  # rows stepped per update, all ranks
     # Counted in steps, so that a run resumed with another batch (other
     # num_envs or num_steps) still stops at total_timesteps.

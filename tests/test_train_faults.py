@@ -693,6 +693,36 @@ def test_a_run_folder_or_final_save_the_disk_refuses_is_one_error_line(tmp_path,
     assert "Traceback" not in err
 
 
+def test_a_run_stopped_in_its_setup_gives_its_folder_back(tmp_path, monkeypatch):
+    """Ctrl-C (or an error) after the run folder is made, before training
+    starts: there is no checkpoint to resume, so the folder is given back
+    (removed if the run made it; else the run's files removed, the user's
+    kept). It once kept config.ini and log.csv, and every later run there
+    was refused until they were deleted by hand."""
+    real_init = train.Logger.__init__
+
+    def interrupted(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)   # log.csv and config.ini written
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train.Logger, "__init__", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train.train(tiny(), run_dir=str(tmp_path / "new"))
+    assert not (tmp_path / "new").exists()
+    given = tmp_path / "given"
+    given.mkdir()
+    (given / "notes.txt").write_text("mine")
+    with pytest.raises(KeyboardInterrupt):
+        train.train(tiny(), run_dir=str(given))
+    assert sorted(os.listdir(given)) in (["notes.txt"], [".lock", "notes.txt"])
+    with pytest.raises(KeyboardInterrupt):
+        train.train(tiny("--train.run-dir", str(tmp_path / "runs")))
+    assert os.listdir(tmp_path / "runs") == []
+    monkeypatch.setattr(train.Logger, "__init__", real_init)
+    summary = train.train(tiny(), run_dir=str(given))   # the folder takes a run again
+    assert os.path.exists(summary["checkpoint"])
+
+
 def test_the_final_evaluation_plays_none_of_the_stopping_rules_episodes():
     """Evaluation env i is seeded S + i: the final ("held-out") evaluation's
     seeds share none with the evaluations during training (it was once one
