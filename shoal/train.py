@@ -1007,6 +1007,11 @@ def load_checkpoint(path: str) -> dict:
                if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
         raise RunError(f"{path} is not a shoal checkpoint (it has no {', '.join(missing)})")
+    cfg = ckpt["config"]
+    if not (isinstance(cfg, dict) and isinstance(cfg.get("env"), dict) and "name" in cfg["env"]
+            and isinstance(cfg.get("policy"), dict) and isinstance(ckpt["progress"], dict)):
+        raise RunError(f"{path} is not a shoal checkpoint (its config has no [env] name or [policy], "
+                       f"or its progress is not a dict)")
     return ckpt
 
 

@@ -256,6 +256,8 @@ def _damage(good: str, path, kind: str) -> str:
         path.write_bytes(b"")
     elif kind == "not a checkpoint":
         torch.save({"weights": torch.zeros(2)}, str(path))
+    elif kind == "no config sections":   # a valid zip with the keys, but not their contents
+        torch.save({"policy": {}, "optimizer": {}, "config": {"train": {}}, "progress": {}}, str(path))
     return str(path)
 
 
@@ -264,6 +266,7 @@ def _damage(good: str, path, kind: str) -> str:
     ("corrupt", "is truncated or corrupt"),
     ("empty", "is empty (0 bytes)"),
     ("not a checkpoint", "is not a shoal checkpoint (it has no policy, optimizer, config, progress)"),
+    ("no config sections", "is not a shoal checkpoint (its config has no [env] name or [policy]"),
 ])
 def test_bad_checkpoint_is_a_clear_error(run32, tmp_path, capsys, kind, message):
     path = _damage(run32["checkpoint"], tmp_path / "bad.pt", kind)
