@@ -80,7 +80,20 @@ def _read_ini(path: str) -> dict[str, dict[str, str]]:
             lineno = next((n for n, line in enumerate(f, 1) if line.strip().startswith("[DEFAULT]")), "?")
         raise ConfigError(f"ini file {path}: line {lineno}: section [DEFAULT] is not supported (its keys "
                           f"would go to every section); put each key under its own section, e.g. [train]")
-    return {s: {_norm(k): v for k, v in parser[s].items()} for s in parser.sections()}
+    # Keys (and sections) that differ only in case or - vs _ are one key
+    # here: written twice, the second would silently win.
+    merged: dict[str, dict[str, str]] = {}
+    first_names: dict[tuple, str] = {}
+    for section in parser.sections():
+        for key, value in parser[section].items():
+            name = (_norm(section), _norm(key))
+            if name in first_names:
+                raise ConfigError(f"ini file {path}: [{section}] {key} is {first_names[name]} again "
+                                  f"(case and - vs _ do not count): give it once")
+            first_names[name] = f"[{section}] {key}"
+            merged.setdefault(_norm(section), {})[_norm(key)] = value
+        merged.setdefault(_norm(section), {})
+    return merged
 
 
 def _ini_problem(e: configparser.Error, path: str) -> str:
@@ -116,14 +129,15 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def parse_value(section: str, key: str, text: str, default):
-    """`text` converted to the type of `default`, or a ConfigError naming
-    the key, the value and the expected type."""
+def parse_value(section: str, key: str, text: str, default, where: str = ""):
+    """`text` converted to the type of `default` (the key's value so far), or
+    a ConfigError naming the key, the value, where it was given (`where`: a
+    file, a flag) and the expected type."""
     raw = text.strip()
+    at = f" (in {where})" if where else ""
 
     def bad(expected: str) -> ConfigError:
-        return ConfigError(f"[{section}] {key} = {raw!r}: expected {expected} "
-                           f"(the default is {default!r})")
+        return ConfigError(f"[{section}] {key} = {raw!r}{at}: expected {expected}, such as {default!r}")
 
     if isinstance(default, bool):
         if raw.lower() in _TRUE:
@@ -487,7 +501,7 @@ def apply(config: Config, section: str, key: str, text: str, where: str = "") ->
         close = difflib.get_close_matches(f"{section}.{key}".replace("_", "-"), dotted, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else _suggest(key, config[section])
         raise ConfigError(f"unknown key {key!r} in section [{section}]{at}{hint}")
-    value = parse_value(section, key, text, config[section][key])
+    value = parse_value(section, key, text, config[section][key], where)
     check_value(section, key, value, where)
     config[section][key] = value
 

@@ -61,6 +61,27 @@ def test_unknown_key_in_ini_file_names_the_file(tmp_path):
         config.load("cartpole", [], [str(p)])
 
 
+def test_a_bad_value_in_an_ini_file_names_the_file(tmp_path):
+    p = tmp_path / "bad.ini"
+    p.write_text("[train]\nseed = abc\n")
+    with pytest.raises(config.ConfigError, match=r"\[train\] seed = 'abc' \(in .*bad.ini\): expected an int"):
+        config.load("cartpole", [], [str(p)])
+
+
+@pytest.mark.parametrize("text", [
+    "[train]\nlearning_rate = 1e-3\nlearning-rate = 5e-2\n",   # - vs _
+    "[train]\nSeed = 1\nseed = 7\n",                           # case
+    "[train]\nseed = 1\n[Train]\nseed = 7\n",                 # the section's case
+])
+def test_one_key_written_twice_in_other_spellings_is_refused(tmp_path, text):
+    """configparser refuses a key given twice only when spelt the same; shoal
+    reads case and - vs _ as one key, so the second once won silently."""
+    p = tmp_path / "twice.ini"
+    p.write_text(text)
+    with pytest.raises(config.ConfigError, match=r"twice.ini: .* again \(case and - vs _ do not count\)"):
+        config.load("cartpole", [], [str(p)])
+
+
 @pytest.mark.parametrize("flag,value,expected", [
     ("--vec.num-envs", "many", "an int"),
     ("--vec.num-envs", "2.5", "an int"),
