@@ -203,6 +203,9 @@ def _train(args: list[str]) -> int:
                     return 2
                 value = rest[i + 1]
                 i += 1
+            if not value.strip():
+                print(f"shoal train: error: {name} needs a value, got an empty string", file=sys.stderr)
+                return 2
             if name == "--config":
                 extra.append(value)
             elif name == "--resume":

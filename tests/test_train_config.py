@@ -124,6 +124,9 @@ def test_train_cli_errors(capsys):
     assert cli.main(["train", "nosuchenv"]) == 2
     assert "unknown env" in capsys.readouterr().err
     assert cli.main(["train"]) == 2
+    for flag in (["--run-dir", ""], ["--resume="], ["--config", " "]):
+        assert cli.main(["train", "cartpole", *flag]) == 2
+        assert "needs a value, got an empty string" in capsys.readouterr().err
 
 
 def test_import_shoal_needs_no_torch():
