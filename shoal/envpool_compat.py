@@ -43,6 +43,7 @@ with one import changed:
 from __future__ import annotations
 
 import re
+import types
 import warnings
 from collections import namedtuple
 
@@ -396,3 +397,11 @@ def make_spec(task_id: str, **kwargs) -> EnvPoolSpec:
 def make_dm(task_id: str, **kwargs):
     """envpool.make_dm: not there (shoal serves gymnasium's API only)."""
     raise ValueError(f"{task_id}: shoal has no dm_env API; use make_gymnasium")
+
+
+# EnvPool's module layout where client code checks it: its envs derive from
+# envpool.python.envpool.EnvPoolMixin (TorchRL's MultiThreadedEnvWrapper
+# tests isinstance(env, envpool.python.envpool.EnvPoolMixin)).
+python = types.ModuleType(f"{__name__}.python", "EnvPool's envpool.python, for isinstance checks")
+python.envpool = types.ModuleType(f"{__name__}.python.envpool", "EnvPool's envpool.python.envpool")
+python.envpool.EnvPoolMixin = EnvPoolCompat

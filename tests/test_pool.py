@@ -373,6 +373,7 @@ def test_envpool_compat_is_a_gymnasium_env_and_vector_env_for_wrappers(no_leaks)
 
     envs = envpool.make_gymnasium("CartPole-v1", num_envs=4)
     assert isinstance(envs, gymnasium.Env) and isinstance(envs, gymnasium.vector.VectorEnv)
+    assert isinstance(envs, envpool.python.envpool.EnvPoolMixin)   # TorchRL's MultiThreadedEnvWrapper checks it
     assert EpisodeStats(envs).reset()[0].shape == (4, 4)
     wrapped = vector_wrappers.NormalizeObservation(vector_wrappers.RecordEpisodeStatistics(envs))
     wrapped.reset(seed=0)
