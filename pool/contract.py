@@ -108,11 +108,23 @@ class ConstructionSeed:
     of an env not stepped since then gives that same seeded reset again,
     so make(seed=s) then reset() starts where make() then reset(seed=s)
     does (EnvPool's first reset is its seeded one). Any step, of any env,
-    ends it for every env."""
+    ends it for every env. The seed is an int (env i: seed + i) or, as
+    reset's, a sequence with one int or None per env (None: no seed of its
+    own, so a reset() goes on with its RNG); the construction's reset
+    checked it."""
 
-    def __init__(self, seed: int, num_envs: int):
-        self.seed = seed
-        self.unstepped: np.ndarray | None = np.ones(num_envs, dtype=np.bool_)
+    def __init__(self, seed, num_envs: int):
+        self.seed = seed   # as given (EnvPoolCompat.config reports it)
+        if isinstance(seed, np.ndarray) and seed.ndim == 0:
+            seed = seed.item()
+        if isinstance(seed, (int, np.integer)):
+            self.seeds = np.uint64(int(seed)) + np.arange(num_envs, dtype=np.uint64)
+            seeded = np.ones(num_envs, dtype=np.bool_)
+        else:
+            entries = list(seed)
+            self.seeds = np.array([0 if s is None else int(s) for s in entries], dtype=np.uint64)
+            seeded = np.array([s is not None for s in entries], dtype=np.bool_)
+        self.unstepped: np.ndarray | None = seeded if seeded.any() else None
 
     def on_reset(self, requests: np.ndarray, seeds: np.ndarray) -> None:
         """With a reset's requests final (seeded, masked): reseed its
@@ -123,7 +135,7 @@ class ConstructionSeed:
             return
         fresh = np.flatnonzero(self.unstepped & (requests == RESET))
         requests[fresh] = RESEED
-        seeds[fresh] = np.uint64(self.seed) + fresh.astype(np.uint64)
+        seeds[fresh] = self.seeds[fresh]
         self.unstepped &= requests == KEEP
         if not self.unstepped.any():
             self.unstepped = None

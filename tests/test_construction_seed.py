@@ -61,6 +61,32 @@ def test_none_entries_of_a_seed_sequence_are_unseeded_resets():
         np.testing.assert_array_equal(got[1], seven[1])
 
 
+@pytest.mark.parametrize("kwargs", [dict(backend="serial"), dict(num_workers=2), dict(backend="cuda")])
+def test_a_seed_sequence_at_construction_is_that_reset(kwargs):
+    """make(seed=[...]): the first reset() is reset(seed=[...]) (a None entry:
+    that env goes on with its RNG). It once added each env's index to the
+    list's seeds, and a masked first reset of the CUDA backend failed on
+    the list's shape."""
+    if kwargs.get("backend") == "cuda":
+        pytest.importorskip("torch")
+        from shoal.cuda import CudaVecEnv
+        make = lambda seed: CudaVecEnv("CartPole", 3, device="cpu", seed=seed)   # noqa: E731
+    else:
+        make = lambda seed: shoal.make("CartPole", 3, seed=seed, **kwargs)   # noqa: E731
+    rows = np.asarray   # (the CUDA backend's CPU tensors too)
+    pool, reference = make([10, 20, 30]), make(0)
+    try:
+        seeded = rows(reference.reset(seed=[10, 20, 30])[0]).copy()
+        np.testing.assert_array_equal(rows(pool.reset()[0]), seeded)
+        masked = make([10, None, 30])
+        first = masked.reset(options={"reset_mask": np.array([True, False, True])})[0]
+        np.testing.assert_array_equal(rows(first)[[0, 2]], seeded[[0, 2]])
+        masked.close()
+    finally:
+        pool.close()
+        reference.close()
+
+
 def test_async_reset_and_the_vector_env_views():
     with shoal.make("CartPole", 4, batch_size=2, num_workers=2, seed=5) as pool, \
             shoal.make("CartPole", 4, backend="serial", seed=0) as reference:
