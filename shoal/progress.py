@@ -93,8 +93,8 @@ class Progress:
         if self.mode == "rich":
             self._rich().update(self._task, description=self._describe(), refresh=True)
         elif self.mode == "plain":
-            print(f"[{self._name} {self._completed + 1}/{self._total}] {label} ...", end=" ",
-                  file=self.stream, flush=True)
+            self._print(f"[{self._name} {self._completed + 1}/{self._total}] {label} ...", end=" ",
+                        flush=True)
             self._open_line = True
 
     def done(self, note: str = "") -> None:
@@ -107,9 +107,8 @@ class Progress:
             bar.update(self._task, completed=self._completed, refresh=True)
         elif self.mode == "plain":
             if not self._open_line:
-                print(f"[{self._name} {self._completed}/{self._total}] {self._label}", end=" ",
-                      file=self.stream)
-            print(note, file=self.stream, flush=True)
+                self._print(f"[{self._name} {self._completed}/{self._total}] {self._label}", end=" ")
+            self._print(note, flush=True)
             self._open_line = False
 
     def advance(self, steps: int = 1) -> None:
@@ -124,8 +123,8 @@ class Progress:
         elif self.mode == "plain" and self._total:
             quarter = lambda k: 4 * min(k, self._total) // self._total  # noqa: E731
             if quarter(self._completed) > quarter(before):
-                print(f"[{self._name}] {min(self._completed, self._total)}/{self._total} {self._unit}".rstrip(),
-                      file=self.stream, flush=True)
+                self._print(f"[{self._name}] {min(self._completed, self._total)}/{self._total} "
+                            f"{self._unit}".rstrip(), flush=True)
 
     def log(self, line: str) -> None:
         """A detail line (rich: printed above the bar)."""
@@ -133,7 +132,7 @@ class Progress:
             self._rich().console.print(line, markup=False, highlight=False)
         elif self.mode == "plain":
             self._end_line()
-            print(line, file=self.stream, flush=True)
+            self._print(line, flush=True)
 
     # ---- the display ---------------------------------------------------------------------
     def close(self) -> None:
@@ -156,9 +155,18 @@ class Progress:
             return self._name
         return f"{self._name}: {self._label}"
 
+    def _print(self, *args, **kwargs) -> None:
+        """A plain-mode line on the stream; if its reader left (a closed
+        pipe), the display stops and the work goes on."""
+        try:
+            print(*args, file=self.stream, **kwargs)
+        except BrokenPipeError:
+            self.mode = "none"
+            self._open_line = False
+
     def _end_line(self) -> None:
         if self._open_line:
-            print(file=self.stream, flush=True)
+            self._print(flush=True)
             self._open_line = False
 
     def _rich(self):

@@ -143,3 +143,52 @@ def test_pool_overhead_script_splits_a_step(tmp_path):
     for r in rows:
         wall, busy_mean, busy_max, share = float(r[4]), float(r[5]), float(r[6]), float(r[9])
         assert 0 < busy_mean <= busy_max <= wall * 1.01 + 1 and 0 < share <= 1.01, r
+
+
+def test_bad_values_are_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
+    """A NaN or infinite duration (a timing loop that never ends: --seconds
+    nan hung), no contenders, a section's own bad flag and an --out that
+    cannot be written are refused at once, not after minutes of measuring."""
+    import pytest
+
+    from shoal import bench
+    from shoal.bench import python_envs
+
+    monkeypatch.setattr(python_envs, "run", lambda *a, **k: pytest.fail("measured before refusing"))
+    for argv, expected in ((["--seconds", "nan"], "expected a finite number"),
+                           (["--mujoco-seconds", "inf", "--contenders", "python,mujoco"], "expected a finite number"),
+                           (["--contenders", ""], "expected at least one of"),
+                           (["--contenders", "python,mujoco", "--mujoco-seconds", "-1"], "--mujoco-seconds > 0"),
+                           (["--contenders", "python", "--out", str(tmp_path / "no" / "r.md")],
+                            "expected a file path in a writable folder")):
+        with pytest.raises(SystemExit) as exit_:
+            bench.main(["--quick", *argv])
+        assert exit_.value.code == 2 or expected in str(exit_.value.code), argv
+        assert expected in capsys.readouterr().err + str(exit_.value.code), argv
+
+
+def test_a_closed_stdout_or_stderr_loses_neither_the_run_nor_its_out_file(tmp_path):
+    """The report goes to --out before stdout (a reader gone, `| true`, lost
+    both), and a progress stream whose reader left stops showing, not the run."""
+    import io
+
+    from shoal.progress import Progress
+
+    class Gone(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    shown = Progress("plain", stream=Gone())
+    shown.task("bench", 2)
+    shown.start("one")
+    shown.done("ok")
+    assert shown.mode == "none"
+    out = tmp_path / "report.md"
+    code = ("import os, sys\n"
+            "from shoal import bench\n"
+            "sys.stdout.close()\n"
+            "os.close(1)\n"
+            f"sys.exit(bench.main(['--quick', '--contenders', 'python', '--python-num-envs', '4', "
+            f"'--python-rounds', '1', '--python-seconds', '0.01', '--warmup', '0', '--out', {str(out)!r}]))\n")
+    p = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.read_text().startswith("# shoal benchmark"), p.stderr[-2000:]

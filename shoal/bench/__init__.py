@@ -104,12 +104,14 @@ import argparse
 import datetime
 import os
 import platform
+import sys
 
 import numpy as np
 
 from shoal import progress
 from shoal.bench import atari, cartpole, envs, mujoco, python_envs
 from shoal.bench.cartpole import ENV, ENVPOOL, envpool_version
+from shoal.bench.sections import finite_float
 from shoal.bench.timing import ACTION_TABLE_ROWS, Settings, cpu_line
 # Re-exported for scripts (scripts/train_speed.py: cpu_model).
 from shoal.bench.timing import cpu_model, format_rate  # noqa: F401
@@ -187,6 +189,8 @@ def contender_list(text: str) -> list[str]:
         if key not in GROUPS:
             raise argparse.ArgumentTypeError(f"unknown contender {key!r}; choose from {', '.join(GROUPS)}")
         names += GROUPS[key]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected at least one of {', '.join(GROUPS)}")
     return names
 
 
@@ -198,10 +202,10 @@ def parser() -> argparse.ArgumentParser:
                    help="comma-separated num_envs sweep (default 64,1024,4096,16384,65536; quick: 64,1024)")
     p.add_argument("--workers", type=int_list, default=None,
                    help="comma-separated worker / thread counts (default: 1 and the available cores)")
-    p.add_argument("--seconds", type=float, default=None, help="duration of one run (default 1.0; quick: 0.2)")
-    p.add_argument("--gym-seconds", type=float, default=None,
+    p.add_argument("--seconds", type=finite_float, default=None, help="duration of one run (default 1.0; quick: 0.2)")
+    p.add_argument("--gym-seconds", type=finite_float, default=None,
                    help="duration of one gymnasium run (default: min(seconds, 0.5))")
-    p.add_argument("--warmup", type=float, default=None, help="warm-up per config (default 0.2; quick: 0.05)")
+    p.add_argument("--warmup", type=finite_float, default=None, help="warm-up per config (default 0.2; quick: 0.05)")
     p.add_argument("--repeats", type=int, default=None, help="runs per config, median reported (default 3; quick: 1)")
     p.add_argument("--gym-max-envs", type=int, default=None,
                    help="largest num_envs for gymnasium's slow vector envs (default 64; quick: 8)")
@@ -214,7 +218,7 @@ def parser() -> argparse.ArgumentParser:
                    help="num_envs of the Python-env section (default 16,64; quick: 16)")
     p.add_argument("--python-rounds", type=int, default=None,
                    help="interleaved rounds per contender in the Python-env section (default 7; quick: 2)")
-    p.add_argument("--python-seconds", type=float, default=None,
+    p.add_argument("--python-seconds", type=finite_float, default=None,
                    help="duration of one round in the Python-env section (default 0.5; quick: 0.1)")
     mujoco.add_arguments(p, int_list)  # --mujoco-envs, --mujoco-num-envs, --mujoco-rounds, --mujoco-seconds
     atari.add_arguments(p, int_list)   # --atari-games, --atari-num-envs, --atari-rounds, --atari-seconds
@@ -258,6 +262,16 @@ def main(argv: list[str] | None = None) -> int:
 
     cores = available_cores()
     s = settings(args, cores)
+    # Every value checked before anything runs (a bad section flag or --out
+    # found after minutes of measuring loses them)
+    ms = mujoco.settings(args, sorted(set(s.workers)), s.warmup, s.gym_max_envs) \
+        if MUJOCO_SECTION in s.contenders else None
+    atari_settings = atari.settings(args, sorted(set(s.workers)), s.warmup, s.gym_max_envs) \
+        if ATARI_SECTION in s.contenders else None
+    if args.out:
+        folder = os.path.dirname(os.path.abspath(args.out))
+        if os.path.isdir(args.out) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise SystemExit(f"shoal bench: --out {args.out}: expected a file path in a writable folder")
     envpool_ver = envpool_version()
     notes = []
     if envpool_ver is None and set(s.contenders) & set(ENVPOOL):
@@ -272,11 +286,9 @@ def main(argv: list[str] | None = None) -> int:
             envs_lines, envs_errors = envs.run(s.seconds, s.warmup, s.repeats, cores, progress=shown)
             errors += envs_errors
         if MUJOCO_SECTION in s.contenders:  # forks too; builds its EnvPools after its forks, per group
-            ms = mujoco.settings(args, sorted(set(s.workers)), s.warmup, s.gym_max_envs)
             mujoco_lines, mujoco_errors = mujoco.run(ms, cores, envpool_ver, shown)
             errors += mujoco_errors
         if ATARI_SECTION in s.contenders:  # forks too; builds its threaded contenders after its forks, per group
-            atari_settings = atari.settings(args, sorted(set(s.workers)), s.warmup, s.gym_max_envs)
             atari_lines, atari_errors = atari.run(atari_settings, cores, envpool_ver, shown)
             errors += atari_errors
         if main_sweep(s):
@@ -295,8 +307,13 @@ def main(argv: list[str] | None = None) -> int:
     if notes or errors:
         report += ["", "## Notes", ""] + [f"- {line}" for line in notes + errors]
     text = "\n".join(report) + "\n"
-    print(text, end="")
-    if args.out:
+    if args.out:   # first: a stdout closed early (`| true`) must not lose it
         with open(args.out, "w") as f:
             f.write(text)
+    try:
+        print(text, end="", flush=True)
+    except BrokenPipeError:   # the reader left; the exit's own flush must not fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     return 1 if errors else 0

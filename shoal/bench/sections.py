@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import math
 import os
 from dataclasses import dataclass, field
 from functools import partial
@@ -43,6 +44,18 @@ ENVPOOL = (ENVPOOL_SYNC, ENVPOOL_ASYNC)
 GYM_SYNC = "gymnasium SyncVectorEnv"
 GYM_ASYNC = "gymnasium AsyncVectorEnv"
 PY_SHOAL = "shoal.pool.AsyncVectorEnv"
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a float that is a number (a NaN or infinite duration
+    would never end a timing loop)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
 
 
 @dataclass
@@ -299,7 +312,7 @@ class Options:
         p.add_argument(f"--{self.name}-rounds", type=int, default=None,
                        help=f"interleaved rounds per contender in {where} (default {d['rounds'][0]}; "
                             f"quick: {d['rounds'][1]})")
-        p.add_argument(f"--{self.name}-seconds", type=float, default=None,
+        p.add_argument(f"--{self.name}-seconds", type=finite_float, default=None,
                        help=f"duration of one round in {where} (default {d['seconds'][0]:g}; "
                             f"quick: {d['seconds'][1]:g})")
 
