@@ -54,7 +54,7 @@ from shoal.pool.contract import (
     validate_num_envs,
 )
 from shoal.pool.layout import EPISODE_DTYPE, pool_step_limit
-from shoal.pool.native import AUTORESET_CODES, Serial, parse_autoreset_mode
+from shoal.pool.native import AUTORESET_CODES, PoolClosedError, Serial, parse_autoreset_mode
 
 ENVS_DIR = Path(shoal.envs.__file__).parent
 # nvcc flags of every kernel. -fmad=false: no fused multiply-adds, so float
@@ -260,7 +260,7 @@ class CudaVecEnv:
                  autoreset_mode=AutoresetMode.NEXT_STEP, seed: int | None = None,
                  check_actions: bool = True, step_kernel: str = "auto",
                  threads_per_block: int | None = None, env_kwargs: dict | None = None):
-        self.closed = True
+        self._closed = True
         self.spec = lookup_spec(env) if isinstance(env, str) else env
         self.spec = self.spec.configure(**(env_kwargs or {}))   # e.g. max_episode_steps
         check_header_env(self.spec)
@@ -304,7 +304,7 @@ class CudaVecEnv:
         self.final_obs = torch.from_numpy(b.final_obs)
         self.actions = torch.from_numpy(b.actions)
         self._final_mask = torch.zeros(self.num_rows, dtype=torch.bool)
-        self.closed = False
+        self._closed = False
 
     def _init_cuda(self, seed) -> None:
         self._pool = None
@@ -350,7 +350,7 @@ class CudaVecEnv:
         self._requests_dev = torch.zeros(n, dtype=torch.uint8, device=dev)
         self._seeds_dev = torch.zeros(n, dtype=torch.int64, device=dev)  # uint64 bits
         self._seen = np.zeros(n, dtype=SEEN_DTYPE)
-        self.closed = False
+        self._closed = False
         self._construction_seed = None
         if seed is None:
             seed = draw_seed()
@@ -359,9 +359,17 @@ class CudaVecEnv:
             self._construction_seed = ConstructionSeed(seed, n)
 
     # ---- the API ---------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """Closed by close(), or, on the CPU, by its pool (an error or a
+        signal handler's exception inside a call closes a pool)."""
+        pool = getattr(self, "_pool", None)
+        return self._closed or (pool is not None and pool.closed)
+
     def _check_open(self) -> None:
         if self.closed:
-            raise RuntimeError("this CudaVecEnv is closed")
+            why = "" if self._closed else " (its CPU pool closed itself: an error or a signal inside a call)"
+            raise PoolClosedError(f"this CudaVecEnv is closed{why}")
 
     def _stream(self) -> int:
         return torch.cuda.current_stream(self.device).cuda_stream
@@ -478,9 +486,9 @@ class CudaVecEnv:
 
     def close(self) -> None:
         """Release the pool (cpu) or the device tensors (cuda). Safe to call twice."""
-        if self.closed:
+        if self._closed:
             return
-        self.closed = True
+        self._closed = True
         if self._pool is not None:
             self._pool.close()
 

@@ -170,6 +170,20 @@ def test_bad_arguments():
         env.step(torch.zeros(2, dtype=torch.int32))
 
 
+def test_a_pool_that_closed_itself_closes_the_cpu_env():
+    """On the CPU, a pool closes itself when an error or a signal handler's
+    exception comes inside a call: the CudaVecEnv over it then reads closed,
+    and says so in its own name (it read open, and raised the pool's error)."""
+    from shoal.pool import PoolClosedError
+    env = CudaVecEnv("CartPole", 2, device="cpu", seed=0)
+    env._pool.close()   # as the pool does on its own
+    assert env.closed and "closed" in repr(env)
+    with pytest.raises(PoolClosedError, match="this CudaVecEnv is closed .*closed itself"):
+        env.step(torch.zeros(2, dtype=torch.int32))
+    env.close()
+    env.close()
+
+
 @pytest.mark.skipif(HAS_GPU, reason="this machine has a CUDA GPU")
 def test_cuda_device_without_gpu_says_so():
     with pytest.raises(RuntimeError, match="no CUDA device"):
