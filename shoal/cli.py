@@ -253,9 +253,8 @@ def _train(args: list[str]) -> int:
         from shoal.pool import WorkerError  # imported by then: training uses the pool
         if not isinstance(e, (WorkerError, DistError, OSError)):   # OSError: a final save on a full disk
             raise
-        plain = isinstance(e, OSError) and e.strerror and e.filename is None   # ours: the whole message
-        print("shoal train: error: " + "\n".join([e.strerror if plain else str(e), *getattr(e, "__notes__", [])]),
-              file=sys.stderr)
+        message = e.strerror if isinstance(e, train.CheckpointError) else str(e)   # (its errno prefix dropped)
+        print("shoal train: error: " + "\n".join([message, *getattr(e, "__notes__", [])]), file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (train.Terminated) outside the training loop
         terminated = type(e).__name__ == "Terminated"

@@ -965,6 +965,11 @@ def save_checkpoint(path: str, policy, optimizer, cfg: dict, progress: dict,
         raise
 
 
+class CheckpointError(OSError):
+    """The final checkpoint could not be written: its strerror is the whole
+    message (which checkpoint is left)."""
+
+
 def save_final_checkpoint(path: str, policy, optimizer, cfg: dict, progress: dict,
                           reward_scaler: RewardScaler | None = None) -> None:
     """save_checkpoint at the end of a run: a failure (disk full) is an
@@ -973,8 +978,8 @@ def save_final_checkpoint(path: str, policy, optimizer, cfg: dict, progress: dic
         save_checkpoint(path, policy, optimizer, cfg, progress, reward_scaler)
     except OSError as e:
         left = f"the last one saved is still at {path}" if os.path.exists(path) else "none was saved"
-        raise OSError(e.errno, f"could not write the final checkpoint {path} ({e.strerror or e}); "
-                               f"{left}") from None
+        raise CheckpointError(e.errno, f"could not write the final checkpoint {path} ({e.strerror or e}); "
+                                       f"{left}") from None
 
 
 def load_checkpoint(path: str) -> dict:
@@ -1113,6 +1118,7 @@ class Logger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
                 self.tb = SummaryWriter(run_dir)
+                self._quiet_tensorboard_writer_errors()
             except ImportError:  # tensorboard not installed
                 self.tb = None
         self.wandb = None
@@ -1157,6 +1163,23 @@ class Logger:
             self.live.update(self._table(row), refresh=True)
         elif self.plain:
             self._print_row(row)
+
+    @staticmethod
+    def _quiet_tensorboard_writer_errors() -> None:
+        """TensorBoard's writer thread prints the traceback of a failed write
+        (a full disk) and raises it again at the next add_scalar, where
+        scalar() makes it one warning: its own traceback is left unprinted."""
+        previous = threading.excepthook
+        if getattr(previous, "shoal_quiet_tensorboard", False):
+            return
+
+        def hook(args):
+            if type(args.thread).__name__ == "_AsyncWriterThread" and issubclass(args.exc_type, OSError):
+                return
+            previous(args)
+
+        hook.shoal_quiet_tensorboard = True
+        threading.excepthook = hook
 
     def scalar(self, name: str, value: float, step: int) -> None:
         """One TensorBoard scalar, where TensorBoard writes."""
@@ -1540,6 +1563,9 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
         # learning_rate rules (annealing, if on, resets it before each update).
         optimizer.param_groups[0]["lr"] = tc["learning_rate"]
         progress.update(ckpt["progress"])
+        if ckpt["config"].get("train", {}).get("target_return") != tc["target_return"]:
+            # another target: when the last one was reached says nothing of this one
+            progress["solved_seconds"] = progress["solved_step"] = None
         if "torch_rng" in ckpt:
             torch.set_rng_state(ckpt["torch_rng"])
     dist.broadcast_module(policy)  # one starting point on every rank
@@ -1571,9 +1597,12 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
         if dist.is_main:  # rank 0 alone writes: one run folder, one log, one checkpoint
             fresh_folder = run_dir_arg is None or not os.path.isdir(run_dir_arg)
             run_dir = make_run_dir(cfg, run_dir_arg, resume)
-            run_lock = lock_run_dir(run_dir)
-            with open(os.path.join(run_dir, "config.ini"), "w") as f:
-                f.write(shoal_config.to_ini(cfg))
+            try:
+                run_lock = lock_run_dir(run_dir)
+                with open(os.path.join(run_dir, "config.ini"), "w") as f:
+                    f.write(shoal_config.to_ini(cfg))
+            except OSError as e:   # a full disk, a read-only folder given as --run-dir
+                raise RunError(f"cannot write in the run folder {run_dir}: {e.strerror or e}") from None
             ckpt_path = os.path.join(run_dir, "checkpoint.pt")
             remove_stale_temp_files(ckpt_path)
         reward_scaler = None

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import pytest
 
@@ -644,12 +645,26 @@ def test_logs_that_cannot_be_written_are_a_warning_and_training_goes_on(tmp_path
 
     monkeypatch.setattr(train.Logger, "__init__", csv_on_a_full_disk)
     monkeypatch.setattr(SummaryWriter, "add_scalar", disk_full)
+    printed = []
+    monkeypatch.setattr(threading, "excepthook", printed.append)   # what would print a thread's traceback
     summary = train.train(tiny("--train.tensorboard", "true", "--train.log-interval", "0",
                                "--train.total-timesteps", "512"), run_dir=str(tmp_path))
     err = capsys.readouterr().err
     assert summary["global_step"] == 512 and not summary["interrupted"]
     assert err.count("warning: could not write log.csv (No space left on device)") == 1, err
     assert err.count("warning: could not write the TensorBoard events (No space left on device)") == 1, err
+
+    # TensorBoard's writer thread's own traceback is left unprinted (threading.excepthook)
+    class _AsyncWriterThread(threading.Thread):   # its class, by name
+        pass
+
+    def thread_error(thread):
+        return types.SimpleNamespace(thread=thread, exc_type=OSError, exc_traceback=None,
+                                     exc_value=OSError(28, "No space left on device"))
+
+    threading.excepthook(thread_error(_AsyncWriterThread()))
+    threading.excepthook(thread_error(threading.Thread()))
+    assert [type(args.thread).__name__ for args in printed] == ["Thread"]
     assert train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]["global_step"] == 512
 
 
@@ -689,6 +704,10 @@ def test_a_run_folder_or_final_save_the_disk_refuses_is_one_error_line(tmp_path,
     def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
+    monkeypatch.setattr(train, "lock_run_dir", disk_full)   # the folder made, its first write refused
+    assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(tmp_path / "full")]) == 2
+    assert f"cannot write in the run folder {tmp_path / 'full'}: No space left on device" in capsys.readouterr().err
+    monkeypatch.undo()
     monkeypatch.setattr(train, "save_checkpoint", disk_full)
     assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(tmp_path / "run")]) == 1
     err = capsys.readouterr().err
@@ -724,6 +743,19 @@ def test_a_run_stopped_in_its_setup_gives_its_folder_back(tmp_path, monkeypatch)
     monkeypatch.setattr(train.Logger, "__init__", real_init)
     summary = train.train(tiny(), run_dir=str(given))   # the folder takes a run again
     assert os.path.exists(summary["checkpoint"])
+
+
+def test_a_resume_with_another_target_return_does_not_report_the_old_one_reached(tmp_path):
+    """The checkpoint carries when its run reached its target; a resume with
+    another target starts that afresh (it reported "reached the target
+    return after 1.1 s" for a target of 1e9 never reached)."""
+    first = train.train(tiny("--train.eval-interval", "1e-9", "--train.target-return", "1"),
+                        run_dir=str(tmp_path / "a"))
+    assert first["solved_seconds"] is not None
+    resumed = train.train(tiny("--train.eval-interval", "1e-9", "--train.target-return", "1e9",
+                               "--train.total-timesteps", "512"),
+                          resume=first["checkpoint"], run_dir=str(tmp_path / "b"))
+    assert resumed["solved_seconds"] is None and resumed["global_step"] >= 512
 
 
 def test_the_final_evaluation_plays_none_of_the_stopping_rules_episodes():
