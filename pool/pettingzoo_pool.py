@@ -319,14 +319,15 @@ class ParallelEnvPool:
                 "this ParallelEnvPool is closed (by close(), or by a worker's failure)")
 
     def __reduce__(self):
-        raise TypeError("ParallelEnvPool cannot be pickled (it owns worker processes and shared "
-                        "memory): create one in each process instead")
+        raise TypeError("ParallelEnvPool cannot be pickled or copied (it owns worker processes and "
+                        "shared memory): create one in each process instead")
 
     def reset_async(self, *, seed: int | list | None = None, options: dict | None = None) -> None:
         self._check_open()
         self.vector_env.reset_async(seed=seed, options=options)
 
     def reset_wait(self, timeout: float | None = None):
+        self._check_open()
         observation, infos = self.vector_env.reset_wait(timeout=timeout)
         obs, *_ = self._rows(observation)
         return obs, self._info(infos)
@@ -336,6 +337,7 @@ class ParallelEnvPool:
         self.vector_env.step_async(_split_leading(actions, self.num_envs, self.num_agents))
 
     def step_wait(self, timeout: float | None = None):
+        self._check_open()
         observation, _, _, _, infos = self.vector_env.step_wait(timeout=timeout)
         obs, reward, terminated, truncated = self._rows(observation)
         return obs, reward, terminated, truncated, self._info(infos)

@@ -25,7 +25,7 @@ from pettingzoo import ParallelEnv
 
 from shoal.envs import spec as env_spec
 from shoal.pool import render
-from shoal.pool.native import Serial
+from shoal.pool.native import PoolClosedError, Serial
 from shoal.single import one_env_info, rebuild
 
 
@@ -102,15 +102,19 @@ class ShoalParallelEnv(ParallelEnv):
         steps once more before it resets."""
         if not self._reset_done:
             raise RuntimeError("step() before reset(): call reset() first")
+        if self._pool.closed:
+            raise PoolClosedError("this ShoalParallelEnv is closed")
         if not self.agents:
             return {}, {}, {}, {}, {}
         missing = [a for a in self.agents if a not in actions]
         if missing:
             raise ValueError(f"step() needs an action for every live agent; missing {missing}")
+        unknown = [a for a in actions if a not in self._index]
+        if unknown:
+            raise ValueError(f"unknown agent {unknown[0]!r}; agents are {self.possible_agents}")
         self._actions[:] = 0  # rows of absent agents: ignored by the env
-        for agent, action in actions.items():
-            if agent not in self._index:
-                raise ValueError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
+        for agent in self.agents:   # (those that left may send anything, None too: ignored)
+            action = actions[agent]
             if self._continuous:
                 # Box: any real dtype (the pool refuses NaN / inf; MuJoCo clamps the bounds)
                 action = np.asarray(action, dtype=np.float32)

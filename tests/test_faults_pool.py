@@ -615,13 +615,14 @@ def test_python_pools_refuse_pickling_and_name_themselves_once_closed(no_leaks):
     try:
         for pool in (envs, rows):
             for copier in (pickle.dumps, copy.deepcopy):
-                with pytest.raises(TypeError, match=f"{type(pool).__name__} cannot be pickled"):
+                with pytest.raises(TypeError, match=f"{type(pool).__name__} cannot be pickled or copied"):
                     copier(pool)
     finally:
         envs.close()
         rows.close()
-    with pytest.raises(ClosedEnvironmentError, match="this ParallelEnvPool is closed"):
-        rows.step(rows.action_space.sample())
+    for call in (lambda: rows.step(rows.action_space.sample()), rows.reset_wait, rows.step_wait):
+        with pytest.raises(ClosedEnvironmentError, match="this ParallelEnvPool is closed"):
+            call()
 
 
 # ---- the native pool's kill / stop matrix, every start method --------------------

@@ -391,7 +391,10 @@ def test_first_use_build_takes_cc_shares_its_library_and_leaves_no_partial_file(
     with pytest.raises(RuntimeError, match="building shoal's MuJoCo library failed"):
         build.library_path()
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
-    with pytest.raises(build.MujocoUnavailable, match="no-such-cc was not found; set CC"):
+    with pytest.raises(build.MujocoUnavailable, match="no-such-cc: No such file or directory; set CC"):
+        build.library_path()
+    monkeypatch.setenv("CC", str(tmp_path))   # a folder: not a compiler
+    with pytest.raises(build.MujocoUnavailable, match="Permission denied; set CC"):
         build.library_path()
     assert [os.listdir(d) for d in (tmp_path / "cache2").iterdir()] == [[]]
 

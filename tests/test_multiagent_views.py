@@ -67,7 +67,8 @@ def test_parallel_step_needs_every_live_agent_and_is_empty_after_the_end():
             penv.step({penv.agents[0]: 17})
         first = dict(penv.reset(seed=0)[0])
         while penv.agents:
-            penv.step({a: 17 for a in penv.agents})
+            gone = [a for a in penv.possible_agents if a not in penv.agents]
+            penv.step({**{a: None for a in gone}, **{a: 17 for a in penv.agents}})   # None: pettingzoo's "no action"
         assert penv.step({}) == ({}, {}, {}, {}, {})
         assert penv.step({"agent_0": 3}) == ({}, {}, {}, {}, {})   # a left agent's action: ignored
         obs, _ = penv.reset(seed=0)
@@ -76,6 +77,9 @@ def test_parallel_step_needs_every_live_agent_and_is_empty_after_the_end():
             np.testing.assert_array_equal(obs[agent], first[agent])
     finally:
         penv.close()
+    from shoal.pool import PoolClosedError
+    with pytest.raises(PoolClosedError, match="this ShoalParallelEnv is closed"):
+        penv.step({})
 
 
 def test_respawning_agents_stay_in_the_parallel_env_and_report_their_deaths():

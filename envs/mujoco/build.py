@@ -98,9 +98,9 @@ def library_path() -> Path:
     try:
         try:
             result = subprocess.run(command, capture_output=True, text=True)
-        except FileNotFoundError as e:
+        except OSError as e:   # not there, not executable, a folder
             raise MujocoUnavailable(f"shoal's MuJoCo envs are compiled on first use and need a C "
-                                    f"compiler ({compiler[0]} was not found; set CC to use "
+                                    f"compiler ({compiler[0]}: {e.strerror or e}; set CC to use "
                                     f"another)") from e
         if result.returncode != 0:
             raise RuntimeError(f"building shoal's MuJoCo library failed:\n{shlex.join(command)}\n"
