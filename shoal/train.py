@@ -434,6 +434,9 @@ def make_pool(cfg: dict, env: str, seed: int, device: torch.device = torch.devic
     env_kwargs = shoal_config.env_kwargs(cfg["env"])
     if vec["backend"] == "cuda":
         from shoal.cuda import CudaVecEnv
+        if vec["num_batches"] != 1 and distributed.planned_main_rank():
+            print(f"note: [vec] num_batches = {vec['num_batches']} has no effect with backend cuda (it steps "
+                  f"every env at once)", file=sys.stderr)
         # check_actions=False: the policy's actions are in range by construction,
         # and the check would sync the GPU every step.
         return CudaVecEnv(env, vec["num_envs"], device=device, autoreset_mode="same_step",
