@@ -375,6 +375,41 @@ def _all_sizes(cpu_points, gpu_points) -> list[int]:
     return sorted({n for points in cpu_points.values() for n, _ in points} | {n for n, _ in gpu_points})
 
 
+def check_arguments(parser: argparse.ArgumentParser, s: argparse.Namespace) -> None:
+    """Every argument checked before anything is measured (parser.error: exit 2)."""
+    import math
+
+    from shoal.cuda import STEP_KERNELS
+    header = env_names("header")
+
+    def header_env(name: str, where: str) -> str:
+        try:
+            found = env_spec(name).name
+        except ValueError as e:
+            parser.error(f"{where}: {e}")
+        if found not in header:
+            parser.error(f"{where}: {found} is not a header env (the CUDA backend runs {', '.join(header)})")
+        return found
+
+    for name in s.envs or []:
+        header_env(name, f"--envs {name}")
+    for item in s.step_kernel:
+        env, eq, kind = item.partition("=")
+        if not eq or kind not in STEP_KERNELS:
+            parser.error(f"--step-kernel {item}: expected ENV=KIND, KIND one of {', '.join(STEP_KERNELS)}")
+        header_env(env, f"--step-kernel {item}")
+    if s.seconds is not None and not (math.isfinite(s.seconds) and s.seconds > 0):
+        parser.error(f"--seconds {s.seconds}: expected a finite number > 0")
+    if s.repeats is not None and s.repeats < 1:
+        parser.error(f"--repeats {s.repeats}: expected an integer >= 1")
+    if s.workers:
+        try:
+            if min(int(w) for w in s.workers.split(",")) < 1:
+                raise ValueError
+        except ValueError:
+            parser.error(f"--workers {s.workers}: expected comma-separated integers >= 1")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for results.md and the PNGs")
@@ -387,6 +422,7 @@ def main(argv=None) -> int:
     parser.add_argument("--step-kernel", nargs="+", default=[], metavar="ENV=KIND",
                         help="the CUDA step kernel per env (direct, staged, staged_obs; default auto)")
     s = parser.parse_args(argv)
+    check_arguments(parser, s)
     s.seconds = s.seconds or (0.1 if s.quick else 1.0)
     s.repeats = s.repeats or (1 if s.quick else 3)
     s.warmup = 0.05 if s.quick else 0.3

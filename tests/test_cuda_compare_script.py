@@ -27,3 +27,19 @@ def test_quick_run_writes_markdown_naming_the_machine(tmp_path):
         return
     assert (tmp_path / "throughput_cartpole.png").stat().st_size > 0
     assert (tmp_path / "policy_snake.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--envs", "HalfCheetah"], "HalfCheetah is not a header env"),
+    (["--step-kernel", "bogus"], "expected ENV=KIND"),
+    (["--step-kernel", "CartPole=bogus"], "expected ENV=KIND"),
+    (["--repeats", "-1"], "--repeats -1: expected an integer >= 1"),
+    (["--seconds", "0"], "expected a finite number > 0"),
+])
+def test_bad_arguments_are_refused_before_measuring(tmp_path, args, expected):
+    """Each was a traceback after the CPU measurements ran, or accepted
+    silently (a step kernel ignored without a GPU, --seconds 0 the default)."""
+    out = subprocess.run([sys.executable, "-P", str(SCRIPT), "--out", str(tmp_path / "out"), *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and expected in out.stderr, out.stderr[-2000:]
+    assert not (tmp_path / "out").exists()
