@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 import pkgutil
 import re
+import sys
+import warnings
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
@@ -204,6 +207,11 @@ def import_binding(module_name: str, env_name: str):
     except ModuleNotFoundError as e:
         if e.name is None or not (module_name == e.name or module_name.startswith(e.name + ".")):
             raise   # something the binding itself imports is missing
+        package = sys.modules.get(module_name.rpartition(".")[0])   # being imported: it calls us
+        folder = os.path.dirname(getattr(package, "__file__", None) or "")
+        if folder and not os.path.exists(os.path.join(folder, "binding.pyx")):
+            raise BindingNotBuiltError(env_name, f"{env_name}'s folder {folder} has no binding.pyx, which "
+                                                 f"setup.py compiles into its binding (docs/new_env.md)") from e
         raise BindingNotBuiltError(env_name, f"{env_name}'s binding {module_name} is not built: "
                                              f"{_BUILD_HINT}") from e
 
@@ -321,6 +329,9 @@ def check_spec_against_binding(spec: EnvSpec, binding) -> None:
 _PACKAGES = [f"{__name__}.{module.name}" for module in pkgutil.iter_modules(__path__) if module.ispkg]
 
 
+_broken_warned: set[str] = set()   # env folders that did not load, warned of once
+
+
 def _specs(unbuilt: dict | None = None) -> dict[str, EnvSpec]:
     """Every registered spec by lookup key: a folder's SPEC under its SPEC.name
     and its folder name, each of a folder's SPECS under its name. A header
@@ -328,11 +339,23 @@ def _specs(unbuilt: dict | None = None) -> dict[str, EnvSpec]:
     put in `unbuilt` under both keys), so the other envs still work."""
     found = {}
     for package in _PACKAGES:
+        folder = package.rsplit(".", 1)[1]
         try:
             module = importlib.import_module(package)
         except BindingNotBuiltError as e:
             if unbuilt is not None:
-                unbuilt[_key(package.rsplit(".", 1)[1])] = unbuilt[_key(e.env_name)] = e
+                unbuilt[_key(folder)] = unbuilt[_key(e.env_name)] = e
+            continue
+        except (ImportError, SpecMismatchError) as e:
+            # One broken env folder (a binding that does not load, a SPEC at
+            # odds with its header: an env being written) is that env's
+            # error, not every env's: said once, raised when it is asked for.
+            if folder not in _broken_warned:
+                _broken_warned.add(folder)
+                warnings.warn(f"shoal: env folder envs/{folder} does not load ({type(e).__name__}: {e}); "
+                              f"the other envs work", stacklevel=3)
+            if unbuilt is not None:
+                unbuilt[_key(folder)] = e
             continue
         if hasattr(module, "SPEC"):
             found[_key(package.rsplit(".", 1)[1])] = module.SPEC
@@ -361,7 +384,14 @@ def spec(name: str, **env_kwargs) -> EnvSpec:
     found = _specs(unbuilt)
     if _key(name) not in found:
         if _key(name) in unbuilt:
-            raise BindingNotBuiltError(unbuilt[_key(name)].env_name, str(unbuilt[_key(name)]))
+            error = unbuilt[_key(name)]
+            if isinstance(error, BindingNotBuiltError):
+                raise BindingNotBuiltError(error.env_name, str(error))
+            try:
+                retold = type(error)(f"{name}: its env folder does not load: {error}")
+            except Exception:   # an exception class with other arguments
+                retold = ImportError(f"{name}: its env folder does not load: {error!r}")
+            raise retold from error
         raise ValueError(_unknown_env_message(name, found))
     return found[_key(name)].configure(**env_kwargs)
 

@@ -164,6 +164,7 @@ def test_an_unbuilt_binding_says_how_to_build_it(tmp_path, monkeypatch):
     (package / "__init__.py").write_text("")
     init = "from shoal.envs import header_spec\nSPEC = header_spec({!r}, __name__)\n"
     (package / "unbuilt" / "__init__.py").write_text(init.format("Unbuilt"))
+    (package / "unbuilt" / "binding.pyx").write_text("")   # its source, not yet compiled
     (package / "stale" / "__init__.py").write_text(init.format("Stale"))
     (package / "stale" / "binding.py").write_text("AGENTS_PER_ENV, OBS_ELEMENTS, ACT_ELEMENTS = 1, 2, 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -179,6 +180,41 @@ def test_an_unbuilt_binding_says_how_to_build_it(tmp_path, monkeypatch):
     for name in ("Unbuilt", "unbuilt"):
         with pytest.raises(BindingNotBuiltError, match="build_ext --inplace"):
             shoal.envs.spec(name)
+
+
+def test_an_env_folder_being_written_breaks_only_that_env(tmp_path, monkeypatch):
+    """A new env's folder that does not load (no binding.pyx; a binding that
+    fails to import, e.g. an undefined symbol; a SPEC at odds with its
+    header) is that env's error: the other envs, `import shoal` and
+    names() go on (it once broke every env), with one warning, and asking
+    for it raises its error."""
+    package = tmp_path / "shoal_broken_envs"
+    for folder in ("nopyx", "badlink", "mismatch"):
+        (package / folder).mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "nopyx" / "__init__.py").write_text(
+        "from shoal.envs import header_spec\nSPEC = header_spec('NoPyx', __name__)\n")
+    (package / "badlink" / "__init__.py").write_text(
+        "raise ImportError('binding.so: undefined symbol: badlink_seed')\n")
+    (package / "mismatch" / "__init__.py").write_text(
+        "from shoal.envs import SpecMismatchError\nraise SpecMismatchError('max_episode_steps: 100 in the "
+        "spec, 200 in the header')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(BindingNotBuiltError, match=r"nopyx has no binding\.pyx, which setup\.py compiles"):
+        importlib.import_module("shoal_broken_envs.nopyx")
+    packages = [f"shoal_broken_envs.{f}" for f in ("nopyx", "badlink", "mismatch")]
+    monkeypatch.setattr(shoal.envs, "_PACKAGES", shoal.envs._PACKAGES + packages)
+    monkeypatch.setattr(shoal.envs, "_broken_warned", set())
+    with pytest.warns(UserWarning) as warned:
+        names = shoal.envs.names()
+    said = sorted(str(w.message) for w in warned)
+    assert len(said) == 2 and "envs/badlink does not load (ImportError: " in said[0], said
+    assert "envs/mismatch does not load (SpecMismatchError: " in said[1], said
+    assert "CartPole" in names and shoal.envs.spec("CartPole").name == "CartPole"
+    with pytest.raises(ImportError, match="badlink: its env folder does not load: .*undefined symbol"):
+        shoal.envs.spec("badlink")
+    with pytest.raises(shoal.envs.SpecMismatchError, match="mismatch: its env folder does not load"):
+        shoal.envs.spec("mismatch")
 
 
 def test_specs_compare_their_bounds_by_value():
