@@ -32,7 +32,12 @@ PACKAGE_DIR = {
 # -ffp-contract=off: a product and a sum stay two roundings even where a
 # packager targets FMA hardware (the Atari resize must equal OpenCV bit for bit);
 # -fno-math-errno lets lrintf / sqrtf inline (no errno, same results).
-C_FLAGS = ["-O3", "-fno-strict-aliasing", "-Wno-unused-function", "-ffp-contract=off", "-fno-math-errno"]
+# -Werror=...: an env header that calls a function it never declared, or
+# writes obs of another type than its obs_t, builds with one warning among
+# hundreds and fails at run time (an undefined symbol, garbage observations);
+# as errors they stop the build, naming the line.
+C_FLAGS = ["-O3", "-fno-strict-aliasing", "-Wno-unused-function", "-ffp-contract=off", "-fno-math-errno",
+           "-Werror=implicit-function-declaration", "-Werror=incompatible-pointer-types"]
 
 extensions = [
     Extension(

@@ -226,3 +226,29 @@ def test_buffers_carve_aligned_arrays_of_the_header_sizes(env, env_layouts):
         assert buffers.control.nbytes == 2 * layout.CTRL_BYTES
     finally:
         buffers.close()
+
+
+def setup_c_flags() -> list[str]:
+    """setup.py's C_FLAGS, the flags every binding is compiled with."""
+    import ast
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    value = next(node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                 and any(getattr(t, "id", None) == "C_FLAGS" for t in node.targets))
+    return ast.literal_eval(value)
+
+
+@pytest.mark.parametrize("mistake,source", [
+    ("a function never declared", "int env_step(void) { return env_seed(); }\n"),
+    ("obs of another type than obs_t", "typedef float obs_t;\nstatic void write(unsigned char* o) { o[0] = 1; }\n"
+                                       "void env_reset(obs_t* obs) { write(obs); }\n"),
+])
+def test_binding_flags_make_a_headers_typical_mistakes_build_errors(tmp_path, mistake, source):
+    """Written into a new env's header, each of these once built with one
+    warning among hundreds and failed at run time (an undefined symbol that
+    broke `import shoal`; observations of garbage): the bindings' C_FLAGS
+    make them build errors, naming the line."""
+    src = tmp_path / "env.c"
+    src.write_text(source)
+    build = subprocess.run([CC, "-c", *setup_c_flags(), str(src), "-o", str(tmp_path / "env.o")],
+                           capture_output=True, text=True, timeout=60)
+    assert build.returncode != 0 and "error" in build.stderr, mistake
