@@ -407,6 +407,12 @@ def _unknown_env_message(name: str, found: dict) -> str:
         by_key = {_key(n): n for n in names()}
         meant = [by_key[k] for k in difflib.get_close_matches(_key(bare), by_key, n=3, cutoff=0.6)]
     hint = f"did you mean {' or '.join(repr(m) for m in meant)}? " if meant else ""
+    here = os.path.dirname(__file__)
+    for folder in os.listdir(here):   # an env being written, its folder not a package yet
+        if _key(folder) == _key(bare) and os.path.isdir(os.path.join(here, folder)) \
+                and not os.path.exists(os.path.join(here, folder, "__init__.py")):
+            hint += (f"(envs/{folder}/ has no __init__.py, so it is no env folder yet: see "
+                     f"docs/new_env.md) ")
     return (f"unknown env {name!r}; {hint}shoal's envs go by name alone, with no namespace or version "
             f"('shoal/<name>-v<N>' is the gymnasium id, for gymnasium.make and make_vec). "
             f"shoal has: {', '.join(names())}")

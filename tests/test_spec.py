@@ -227,3 +227,11 @@ def test_specs_compare_their_bounds_by_value():
     assert dataclasses.replace(spec, obs_low=spec.obs_low * 2) != spec
     assert dataclasses.replace(spec, obs_low=spec.obs_low.astype(np.float64)) != spec
     assert spec != "CartPole"
+
+
+def test_an_env_folder_without_its_init_is_named_in_the_unknown_env_error(tmp_path, monkeypatch):
+    (tmp_path / "catch").mkdir()   # a header there, the spec not written yet
+    (tmp_path / "catch" / "catch.h").write_text("")
+    monkeypatch.setattr(shoal.envs, "__file__", str(tmp_path / "__init__.py"))
+    with pytest.raises(ValueError, match=r"unknown env 'Catch'; \(envs/catch/ has no __init__.py"):
+        shoal.envs.spec("Catch")
