@@ -301,7 +301,8 @@ class CudaVecEnv:
         self.masks = torch.from_numpy(b.masks)
         self.env_states = torch.from_numpy(b.env_states)
         self.episodes = torch.from_numpy(b.episodes.view(np.uint8))
-        self.final_obs = torch.from_numpy(b.final_obs)
+        # (None outside SAME_STEP, as on the GPU: the pool's buffer is not written then)
+        self.final_obs = torch.from_numpy(b.final_obs) if self.autoreset_mode == AutoresetMode.SAME_STEP else None
         self.actions = torch.from_numpy(b.actions)
         self._final_mask = torch.zeros(self.num_rows, dtype=torch.bool)
         self._closed = False

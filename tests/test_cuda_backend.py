@@ -123,6 +123,8 @@ def test_autoreset_modes():
     nxt = CudaVecEnv("CartPole", 2, device="cpu", seed=0)
     off = CudaVecEnv("CartPole", 2, device="cpu", autoreset_mode="disabled", seed=0)
     assert nxt.metadata["autoreset_mode"].name == "NEXT_STEP"
+    # final_obs exists in SAME_STEP only, on the CPU as on the GPU (it was the pool's unwritten buffer)
+    assert same.final_obs is not None and nxt.final_obs is None and off.final_obs is None
     push = torch.ones(2, dtype=torch.int32)
     ended = False
     for _ in range(200):
