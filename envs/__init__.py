@@ -346,7 +346,7 @@ def _specs(unbuilt: dict | None = None) -> dict[str, EnvSpec]:
             if unbuilt is not None:
                 unbuilt[_key(folder)] = unbuilt[_key(e.env_name)] = e
             continue
-        except (ImportError, SpecMismatchError) as e:
+        except Exception as e:   # ImportError, SpecMismatchError, a typo in its __init__.py
             # One broken env folder (a binding that does not load, a SPEC at
             # odds with its header: an env being written) is that env's
             # error, not every env's: said once, raised when it is asked for.

@@ -102,6 +102,22 @@ def keep_unmasked(requests: np.ndarray, mask: np.ndarray | None) -> None:
         requests[~mask] = KEEP
 
 
+def construction_seed(seed):
+    """A constructor's `seed` as it is kept: None drawn, a sequence (a
+    generator too) made a list, so that the construction's reset and the
+    first reset() read the same seeds; anything else as given (reset
+    checks it)."""
+    if seed is None:
+        return draw_seed()
+    if isinstance(seed, (int, np.integer, float, str, bytes, bool)) or \
+            (isinstance(seed, np.ndarray) and seed.ndim == 0):
+        return seed
+    try:
+        return list(seed)
+    except TypeError:
+        return seed
+
+
 class ConstructionSeed:
     """The seed a backend is made with (EnvPool's make(seed=s)): the backend
     resets every env with it at construction, and a reset without a seed

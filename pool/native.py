@@ -49,7 +49,7 @@ from shoal.pool import _native
 from shoal.pool.contract import (
     SEEN_DTYPE,
     ConstructionSeed,
-    draw_seed,
+    construction_seed,
     episode_stats_since,
     fill_reset_requests,
     keep_unmasked,
@@ -284,8 +284,7 @@ class NativePool:
             # Seed and reset every env now, so that reset() without a seed is
             # reproducible when `seed` is given, and random otherwise; the
             # first reset() repeats this one (ConstructionSeed).
-            if seed is None:
-                seed = draw_seed()
+            seed = construction_seed(seed)
             self.reset(seed=seed)
             self._construction_seed = ConstructionSeed(seed, num_envs)
         except BaseException:

@@ -44,7 +44,7 @@ from shoal.envs import EnvSpec, spec as lookup_spec
 from shoal.pool.contract import (
     SEEN_DTYPE,
     ConstructionSeed,
-    draw_seed,
+    construction_seed,
     episode_stats_since,
     fill_reset_requests,
     keep_unmasked,
@@ -353,8 +353,7 @@ class CudaVecEnv:
         self._seen = np.zeros(n, dtype=SEEN_DTYPE)
         self._closed = False
         self._construction_seed = None
-        if seed is None:
-            seed = draw_seed()
+        seed = construction_seed(seed)
         self.reset(seed=seed)
         if self._pool is None:   # on the CPU, the pool keeps its own
             self._construction_seed = ConstructionSeed(seed, n)

@@ -434,9 +434,6 @@ def make_pool(cfg: dict, env: str, seed: int, device: torch.device = torch.devic
     env_kwargs = shoal_config.env_kwargs(cfg["env"])
     if vec["backend"] == "cuda":
         from shoal.cuda import CudaVecEnv
-        if vec["num_batches"] != 1 and distributed.planned_main_rank():
-            print(f"note: [vec] num_batches = {vec['num_batches']} has no effect with backend cuda (it steps "
-                  f"every env at once)", file=sys.stderr)
         # check_actions=False: the policy's actions are in range by construction,
         # and the check would sync the GPU every step.
         return CudaVecEnv(env, vec["num_envs"], device=device, autoreset_mode="same_step",
@@ -1616,8 +1613,12 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
         timers = Timers()
         timers.total.update(progress["timers"])   # none in a checkpoint older than them: from 0
         eval_seconds_before = timers.total["eval"]   # earlier runs' evaluations: not this run's clock
-        logger = Logger(run_dir, cfg, resume=bool(resume), world_size=dist.world_size,
-                        resume_step=progress["global_step"] if ckpt is not None else None) if dist.is_main else None
+        try:
+            logger = Logger(run_dir, cfg, resume=bool(resume), world_size=dist.world_size,
+                            resume_step=progress["global_step"] if ckpt is not None else None) \
+                if dist.is_main else None
+        except OSError as e:   # log.csv's header on a full disk, say
+            raise RunError(f"cannot write in the run folder {run_dir}: {e.strerror or e}") from None
     except BaseException:
         pool.close()
         if logger is not None:

@@ -2,6 +2,7 @@
 
 Run from a temporary folder so that `-m shoal` imports the installed package,
 not the repository's source folder."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -184,11 +185,32 @@ def test_a_closed_stdout_or_stderr_loses_neither_the_run_nor_its_out_file(tmp_pa
     shown.done("ok")
     assert shown.mode == "none"
     out = tmp_path / "report.md"
-    code = ("import os, sys\n"
-            "from shoal import bench\n"
-            "sys.stdout.close()\n"
-            "os.close(1)\n"
-            f"sys.exit(bench.main(['--quick', '--contenders', 'python', '--python-num-envs', '4', "
-            f"'--python-rounds', '1', '--python-seconds', '0.01', '--warmup', '0', '--out', {str(out)!r}]))\n")
-    p = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.read_text().startswith("# shoal benchmark"), p.stderr[-2000:]
+    quick = ["--quick", "--contenders", "python", "--python-num-envs", "4", "--python-rounds", "1",
+             "--python-seconds", "0.01", "--warmup", "0"]
+    p = subprocess.Popen([sys.executable, "-P", "-m", "shoal", "bench", *quick, "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()   # the reader leaves at once (`| true`): printing the report is a broken pipe
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 0, err[-2000:]
+    assert out.read_text().startswith("# shoal benchmark") and "Traceback" not in err, err[-2000:]
+    # --out that cannot be written (here a folder made in its place): the report still printed
+    (tmp_path / "taken.md").mkdir()
+    p = subprocess.run([sys.executable, "-P", "-m", "shoal", "bench", *quick, "--out", str(tmp_path / "taken.md")],
+                       capture_output=True, text=True, timeout=120)
+    assert "expected a file path" in p.stderr   # refused up front
+    from shoal import bench
+    assert bench.write_whole(str(tmp_path / "no" / "r.md"), "text") is not None   # later: an error, not a raise
+    assert not os.path.exists(tmp_path / "no")
+
+
+def test_an_out_file_the_disk_refuses_still_prints_the_report(tmp_path, monkeypatch, capsys):
+    """--out written when the disk is full: the report still goes to stdout
+    (it once was lost with the file), the run exits 1 saying why."""
+    from shoal import bench
+    monkeypatch.setattr(bench, "write_whole", lambda path, text: OSError(28, "No space left on device"))
+    code = bench.main(["--quick", "--contenders", "python", "--python-num-envs", "4", "--python-rounds", "1",
+                       "--python-seconds", "0.01", "--warmup", "0", "--progress", "none",
+                       "--out", str(tmp_path / "r.md")])
+    out, err = capsys.readouterr()
+    assert code == 1 and out.startswith("# shoal benchmark")
+    assert f"could not write --out {tmp_path / 'r.md'} (No space left on device)" in err

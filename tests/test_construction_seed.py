@@ -78,6 +78,9 @@ def test_a_seed_sequence_at_construction_is_that_reset(kwargs):
     try:
         seeded = rows(reference.reset(seed=[10, 20, 30])[0]).copy()
         np.testing.assert_array_equal(rows(pool.reset()[0]), seeded)
+        generated = make(s for s in (10, 20, 30))   # read once: kept as a list for the first reset()
+        np.testing.assert_array_equal(rows(generated.reset()[0]), seeded)
+        generated.close()
         masked = make([10, None, 30])
         first = masked.reset(options={"reset_mask": np.array([True, False, True])})[0]
         np.testing.assert_array_equal(rows(first)[[0, 2]], seeded[[0, 2]])

@@ -393,6 +393,10 @@ def test_first_use_build_takes_cc_shares_its_library_and_leaves_no_partial_file(
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     with pytest.raises(build.MujocoUnavailable, match="no-such-cc: No such file or directory; set CC"):
         build.library_path()
+    monkeypatch.setenv("CC", " ")   # blank: as unset
+    monkeypatch.setenv("SHOAL_CACHE_DIR", str(tmp_path / "cache3"))
+    assert build.library_path().is_file()
+    monkeypatch.setenv("SHOAL_CACHE_DIR", str(tmp_path / "cache2"))
     monkeypatch.setenv("CC", str(tmp_path))   # a folder: not a compiler
     with pytest.raises(build.MujocoUnavailable, match="Permission denied; set CC"):
         build.library_path()

@@ -189,7 +189,7 @@ def test_an_env_folder_being_written_breaks_only_that_env(tmp_path, monkeypatch)
     names() go on (it once broke every env), with one warning, and asking
     for it raises its error."""
     package = tmp_path / "shoal_broken_envs"
-    for folder in ("nopyx", "badlink", "mismatch"):
+    for folder in ("nopyx", "badlink", "mismatch", "typo"):
         (package / folder).mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "nopyx" / "__init__.py").write_text(
@@ -199,17 +199,19 @@ def test_an_env_folder_being_written_breaks_only_that_env(tmp_path, monkeypatch)
     (package / "mismatch" / "__init__.py").write_text(
         "from shoal.envs import SpecMismatchError\nraise SpecMismatchError('max_episode_steps: 100 in the "
         "spec, 200 in the header')\n")
+    (package / "typo" / "__init__.py").write_text("SPEC = header_spec('Typo', __name__)\n")   # NameError
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(BindingNotBuiltError, match=r"nopyx has no binding\.pyx, which setup\.py compiles"):
         importlib.import_module("shoal_broken_envs.nopyx")
-    packages = [f"shoal_broken_envs.{f}" for f in ("nopyx", "badlink", "mismatch")]
+    packages = [f"shoal_broken_envs.{f}" for f in ("nopyx", "badlink", "mismatch", "typo")]
     monkeypatch.setattr(shoal.envs, "_PACKAGES", shoal.envs._PACKAGES + packages)
     monkeypatch.setattr(shoal.envs, "_broken_warned", set())
     with pytest.warns(UserWarning) as warned:
         names = shoal.envs.names()
     said = sorted(str(w.message) for w in warned)
-    assert len(said) == 2 and "envs/badlink does not load (ImportError: " in said[0], said
+    assert len(said) == 3 and "envs/badlink does not load (ImportError: " in said[0], said
     assert "envs/mismatch does not load (SpecMismatchError: " in said[1], said
+    assert "envs/typo does not load (NameError: " in said[2], said
     assert "CartPole" in names and shoal.envs.spec("CartPole").name == "CartPole"
     with pytest.raises(ImportError, match="badlink: its env folder does not load: .*undefined symbol"):
         shoal.envs.spec("badlink")

@@ -111,17 +111,6 @@ def test_a_serial_pool_ignores_num_workers(capsys):
     assert "[vec] num_workers = 3 has no effect with backend serial" in capsys.readouterr().err
 
 
-def test_the_cuda_backend_notes_that_it_ignores_num_batches(capsys):
-    """backend cuda steps every env at once: [vec] num_batches (which the
-    CPU pools refuse when it does not divide num_envs) has no effect, and a
-    note says so (it was silently ignored)."""
-    pytest.importorskip("torch")
-    cfg = config.load("cartpole", ["--vec.backend", "cuda", "--vec.num-envs", "64", "--vec.num-batches", "3"])
-    pool = train.make_pool(cfg, "CartPole", seed=0)   # the CPU path: the learner's device is cpu
-    pool.close()
-    assert "[vec] num_batches = 3 has no effect with backend cuda" in capsys.readouterr().err
-
-
 def test_workers_per_rank_are_checked_against_the_envs_per_rank():
     """[vec] num_workers counts each rank's workers, and num_envs all ranks' envs."""
     cfg = tiny("--vec.backend", "multiprocessing", "--vec.num-envs", "8", "--vec.num-workers", "8")
@@ -718,6 +707,11 @@ def test_a_run_folder_or_final_save_the_disk_refuses_is_one_error_line(tmp_path,
     monkeypatch.setattr(train, "lock_run_dir", disk_full)   # the folder made, its first write refused
     assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(tmp_path / "full")]) == 2
     assert f"cannot write in the run folder {tmp_path / 'full'}: No space left on device" in capsys.readouterr().err
+    monkeypatch.undo()
+    monkeypatch.setattr(train.Logger, "__init__", disk_full)   # log.csv's header refused
+    assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(tmp_path / "full2")]) == 2
+    assert f"cannot write in the run folder {tmp_path / 'full2'}: No space left" in capsys.readouterr().err
+    assert not (tmp_path / "full2").exists()   # given back
     monkeypatch.undo()
     monkeypatch.setattr(train, "save_checkpoint", disk_full)
     assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(tmp_path / "run")]) == 1

@@ -307,13 +307,33 @@ def main(argv: list[str] | None = None) -> int:
     if notes or errors:
         report += ["", "## Notes", ""] + [f"- {line}" for line in notes + errors]
     text = "\n".join(report) + "\n"
-    if args.out:   # first: a stdout closed early (`| true`) must not lose it
-        with open(args.out, "w") as f:
-            f.write(text)
+    # Neither output may cost the other: a stdout closed early (`| true`)
+    # still gets --out written, a full disk still gets the report printed.
+    out_error = write_whole(args.out, text) if args.out else None
     try:
         print(text, end="", flush=True)
     except BrokenPipeError:   # the reader left; the exit's own flush must not fail again
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    return 1 if errors else 0
+    if out_error is not None:
+        print(f"shoal bench: could not write --out {args.out} ({out_error.strerror or out_error}); "
+              f"the report is on stdout", file=sys.stderr)
+    return 1 if errors or out_error is not None else 0
+
+
+def write_whole(path: str, text: str) -> OSError | None:
+    """Write `text` to `path` whole or not at all (a file already there is
+    kept if the write fails): None, or the OSError."""
+    partial = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(partial, "w") as f:
+            f.write(text)
+        os.replace(partial, path)
+    except OSError as e:
+        try:
+            os.unlink(partial)
+        except OSError:
+            pass
+        return e
+    return None
