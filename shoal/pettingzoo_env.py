@@ -77,6 +77,8 @@ class ShoalParallelEnv(ParallelEnv):
             raise KeyError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
 
     def reset(self, seed: int | None = None, options: dict | None = None):
+        if self._pool.closed:
+            raise PoolClosedError("this ShoalParallelEnv is closed")
         obs, info = self._pool.reset(seed=seed)
         self._reset_done = True
         masks = self._pool.masks

@@ -78,8 +78,9 @@ def test_parallel_step_needs_every_live_agent_and_is_empty_after_the_end():
     finally:
         penv.close()
     from shoal.pool import PoolClosedError
-    with pytest.raises(PoolClosedError, match="this ShoalParallelEnv is closed"):
-        penv.step({})
+    for call in (lambda: penv.step({}), penv.reset):
+        with pytest.raises(PoolClosedError, match="this ShoalParallelEnv is closed"):
+            call()
 
 
 def test_respawning_agents_stay_in_the_parallel_env_and_report_their_deaths():
