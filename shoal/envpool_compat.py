@@ -111,14 +111,24 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
     CleanRL's RecordEpisodeStatistics, gymnasium's vector wrappers) take it.
     """
 
-    def __init__(self, pool, copy: bool = True, task_id: str | None = None):
+    def __init__(self, pool, copy: bool = True, task_id: str | None = None, render_mode: str | None = None):
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode={render_mode!r}: EnvPool's envs draw 'rgb_array' frames only")
+        if render_mode is not None:
+            from shoal.pool import Serial
+            from shoal.pool import render as pool_render
+            pool_render.check_render_mode(pool.spec, render_mode,
+                                          "serial" if isinstance(pool, Serial) else "multiprocessing")
         self.pool = pool
         self.copy = copy
         self.task_id = task_id                     # EnvPool's id, when made by make()
+        self._render_mode = render_mode
         self.num_envs = pool.num_envs
         self.observation_space = self.single_observation_space = pool.single_observation_space
         self.action_space = self.single_action_space = pool.single_action_space
         self.config_extra: dict = {}               # EnvPool's config entries that make() fixed
+
+    is_vector_env = True   # gym's old marker, which EnvPool's envs carry
 
     def __getattr__(self, name: str):
         # only for what this class does not define: the pool's own (none
@@ -126,7 +136,11 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         pool = self.__dict__.get("pool")
         if pool is None:
             raise AttributeError(name)
-        return getattr(pool, name)
+        try:
+            return getattr(pool, name)
+        except AttributeError:
+            raise AttributeError(f"'EnvPoolCompat' object has no attribute {name!r} (nor has its "
+                                 f"{type(pool).__name__} pool)") from None
 
     # VectorEnv's and Env's class attributes would hide the pool's: these say the pool's
     @property
@@ -135,19 +149,28 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
 
     @property
     def metadata(self) -> dict:
-        return {"render_modes": [], **self.pool.metadata}   # this view does not render
+        from shoal.pool import render as pool_render
+        return {**self.pool.metadata, **pool_render.env_metadata(self.pool.spec),
+                "render_modes": ["rgb_array"] if pool_render.supports_render(self.pool.spec) else []}
 
     @property
     def render_mode(self):
-        return getattr(self.pool, "render_mode", None)
+        return self._render_mode
 
     @property
     def spec(self) -> EnvPoolSpec:
         return EnvPoolSpec(self)
 
-    def render(self):
-        raise NotImplementedError("EnvPool's envs do not render, nor does this view; "
-                                  "shoal.pool.NativeVectorEnv (render_mode=...) draws a pool's envs")
+    def render(self, env_ids=None) -> np.ndarray:
+        """EnvPool's render: RGB frames of envs `env_ids` (default: env 0),
+        stacked (len(env_ids), H, W, 3); made with render_mode="rgb_array"."""
+        from shoal.pool import render as pool_render
+        if self._render_mode is None:
+            raise ValueError("render(): make the envs with render_mode='rgb_array' (EnvPool's rule)")
+        ids = [0] if env_ids is None else [int(i) for i in np.atleast_1d(env_ids)]
+        if not all(0 <= i < self.pool.num_envs for i in ids):
+            raise ValueError(f"render(env_ids={env_ids!r}): env ids are 0..{self.pool.num_envs - 1}")
+        return np.stack([pool_render.frame(self.pool, i) for i in ids])
 
     def close(self, **kwargs) -> None:
         self.pool.close()
@@ -212,6 +235,9 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         workers = 0 if isinstance(pool, Serial) else pool.num_workers
         options = {("frame_skip" if key == "frameskip" else key): value   # EnvPool's name for Atari's
                    for key, value in pool.spec.env_kwargs.items()}
+        for key in ("mode", "difficulty"):   # the ROM's default: EnvPool's -1 (shoal's None)
+            if key in options and options[key] is None:
+                options[key] = -1
         return {"num_envs": pool.num_envs, "batch_size": pool.batch_size, "num_threads": workers,
                 "seed": pool._construction_seed.seed, "max_episode_steps": pool.spec.max_episode_steps,
                 **self.config_extra, **options}
@@ -292,6 +318,7 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
                          f"env_type='gymnasium' or 'gym'; make_gymnasium)")
     name, default_limit, family = _resolve(task_id)
     options = dict(kwargs)
+    render_mode = options.pop("render_mode", None)
     num_envs = options.pop("num_envs", 1)
     batch_size = options.pop("batch_size", 0) or num_envs
     num_threads = options.pop("num_threads", 0)
@@ -314,9 +341,20 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
         _take_fixed(options, _MUJOCO_FIXED, task_id)
         options = _gymnasium_mujoco_options(name, options)
     workers = _worker_count(task_id, num_threads, num_envs, batch_size)
-    pool = shoal.make(name, num_envs, num_workers=workers, batch_size=batch_size, seed=seed,
-                      env_kwargs=options)
-    envs = EnvPoolCompat(pool, task_id=task_id)
+    # To be drawn, an Atari or MuJoCo env's state must be in this process
+    # (EnvPool's threads are): with render_mode, those tasks step here.
+    in_process = render_mode is not None and family in ("atari", "mujoco")
+    if in_process and workers not in (None, 1):
+        warnings.warn(f"{task_id}: render_mode={render_mode!r} steps the envs in this process "
+                      f"(num_threads={num_threads} not used): drawing needs their state here", stacklevel=2)
+    pool = shoal.make(name, num_envs, num_workers=None if in_process else workers,
+                      backend="serial" if in_process else "multiprocessing", batch_size=batch_size,
+                      seed=seed, env_kwargs=options)
+    try:
+        envs = EnvPoolCompat(pool, task_id=task_id, render_mode=render_mode)
+    except BaseException:
+        pool.close()
+        raise
     if family != "atari":   # EnvPool's config has the task's threshold (CartPole-v0's is gymnasium's 195)
         envs.config_extra = {"reward_threshold": 195.0 if task_id == "CartPole-v0" else pool.spec.reward_threshold}
     return envs

@@ -1,5 +1,6 @@
 """The native pool: determinism, the seed rule, autoreset, async, bad input, cleanup."""
 import copy
+import importlib.util
 import os
 import signal
 import time
@@ -324,7 +325,7 @@ def test_envpool_compat_make_takes_envpools_task_ids_and_defaults(no_leaks):
         config = envs.config
         assert obs.shape == (2, 12, 84, 84) and envs.observation_space.shape == (12, 84, 84)
         assert (config["use_fire_reset"], config["repeat_action_probability"], config["frame_skip"],
-                config["max_episode_steps"], config["mode"]) == (True, 0.0, 2, 27000, None)
+                config["max_episode_steps"], config["mode"]) == (True, 0.0, 2, 27000, -1)   # -1: EnvPool's "the ROM's default"
     assert envpool.make_spec("Pong-v5").config.max_episode_steps == 27000
     assert envpool.make_spec("CartPole-v1", num_envs=8, batch_size=4).config[:2] == (8, 4)   # the asked-for
     for task, kwargs, message in [
@@ -378,7 +379,7 @@ def test_envpool_compat_is_a_gymnasium_env_and_vector_env_for_wrappers(no_leaks)
     wrapped = vector_wrappers.NormalizeObservation(vector_wrappers.RecordEpisodeStatistics(envs))
     wrapped.reset(seed=0)
     wrapped.step(np.zeros(4, np.int64))
-    assert envs.metadata == {"render_modes": [], **envs.pool.metadata} and not envs.closed
+    assert envs.metadata["render_modes"] == ["rgb_array"] and not envs.closed   # CartPole draws
     wrapped.close()
     assert envs.closed and envs.pool.closed
     pool = shoal.make("CartPole", 2, backend="serial")
@@ -403,6 +404,44 @@ def test_envpool_compat_make_has_envpools_spaces_and_config_keys():
             for key in ("num_envs", "batch_size", "seed", "max_episode_steps"):
                 assert ours.config[key] == theirs.config[key], (task, key)
         theirs.close()
+
+
+def test_envpool_compat_renders_as_envpool_does(no_leaks, monkeypatch):
+    """EnvPool's render: make(..., render_mode="rgb_array"), then
+    render(env_ids=None) stacks env 0's frame, render(env_ids=[...]) those
+    envs' (it once raised "EnvPool's envs do not render", which EnvPool's
+    do). Atari and MuJoCo tasks then step in this process (their state must
+    be here to be drawn). Small pieces EnvPool code reads: is_vector_env,
+    config's mode / difficulty -1, missing attributes named as this view's."""
+    import shoal.envpool_compat as envpool
+    from shoal.pool import render as pool_render
+    envs = envpool.make_gymnasium("CartPole-v1", num_envs=3, render_mode="rgb_array")
+    try:
+        envs.reset()
+        frames = envs.render(env_ids=[2, 0])
+        assert frames.shape == (2, *pool_render.frame(envs.pool, 0).shape) and frames.dtype == np.uint8
+        np.testing.assert_array_equal(frames[0], pool_render.frame(envs.pool, 2))
+        assert envs.render().shape == (1, *frames.shape[1:])
+        assert envs.render_mode == "rgb_array" and envs.metadata["render_modes"] == ["rgb_array"]
+        assert envs.is_vector_env
+        with pytest.raises(ValueError, match="env ids are 0..2"):
+            envs.render(env_ids=[3])
+        with pytest.raises(AttributeError, match="'EnvPoolCompat' object has no attribute 'nosuch'"):
+            envs.nosuch
+    finally:
+        envs.close()
+    with envpool.make_gymnasium("CartPole-v1", num_envs=2) as plain, \
+            pytest.raises(ValueError, match="render_mode='rgb_array'"):
+        plain.render()
+    with pytest.raises(ValueError, match="'rgb_array' frames only"):
+        envpool.make_gymnasium("CartPole-v1", num_envs=2, render_mode="human")
+    if importlib.util.find_spec("ale_py") is not None:
+        with pytest.warns(UserWarning, match="steps the envs in this process"):
+            pong = envpool.make_gymnasium("Pong-v5", num_envs=2, num_threads=2, render_mode="rgb_array")
+        with pong:
+            pong.reset()
+            assert pong.render(env_ids=[0, 1]).shape == (2, 210, 160, 3)
+            assert pong.config["mode"] == -1 and pong.config["difficulty"] == -1
 
 
 def test_envpool_compat_returns_arrays_of_the_callers_own(no_leaks):
