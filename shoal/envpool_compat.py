@@ -329,6 +329,9 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
     _take_fixed(options, _POOL_FIXED, task_id)
     options.setdefault("max_episode_steps", default_limit)
     if family == "atari":
+        if options.get("use_inter_area_resize") is False and \
+                (options.get("img_height"), options.get("img_width")) == (210, 160):
+            del options["use_inter_area_resize"]   # the screen's own size: no resize, either rule
         _take_fixed(options, _ATARI_FIXED, task_id)
         if "frame_skip" in options:
             options["frameskip"] = options.pop("frame_skip")

@@ -442,6 +442,12 @@ def test_envpool_compat_renders_as_envpool_does(no_leaks, monkeypatch):
             pong.reset()
             assert pong.render(env_ids=[0, 1]).shape == (2, 210, 160, 3)
             assert pong.config["mode"] == -1 and pong.config["difficulty"] == -1
+        # the screen's own size, as EnvPool's render tests ask: no resize, so either rule is fine
+        with envpool.make_gymnasium("Pong-v5", num_envs=1, img_height=210, img_width=160,
+                                    use_inter_area_resize=False) as full:
+            assert full.reset()[0].shape == (1, 4, 210, 160)
+        with pytest.raises(ValueError, match="use_inter_area_resize can only be True"):
+            envpool.make_gymnasium("Pong-v5", num_envs=1, use_inter_area_resize=False)   # an 84 x 84 resize
 
 
 def test_envpool_compat_returns_arrays_of_the_callers_own(no_leaks):
