@@ -236,7 +236,8 @@ class CudaVecEnv:
             first reset() without a seed, before any step, repeats that reset.
         check_actions: validate action range every step. On the GPU this
             costs a device-to-host sync per step; turn it off for benchmarks
-            (out-of-range actions are then the env header's business).
+            (out-of-range actions are then the env header's business). On
+            the CPU the pool's own check always runs (it costs no sync).
         step_kernel: how the GPU step runs (outputs are identical):
             "direct": each thread works on its env struct in global memory;
             "staged": a block's env structs are copied to shared memory with
@@ -279,6 +280,9 @@ class CudaVecEnv:
         if step_kernel not in STEP_KERNELS + ("auto",):
             raise ValueError(f"step_kernel must be one of {', '.join(STEP_KERNELS)} or 'auto', "
                              f"got {step_kernel!r}")
+        if threads_per_block is not None and (threads_per_block <= 0 or threads_per_block % 32):
+            # (here, not only on the GPU: a config that runs on the CPU path runs on a GPU too)
+            raise ValueError(f"threads_per_block must be a positive multiple of 32, got {threads_per_block}")
         self.step_kernel, self.threads_per_block = step_kernel, threads_per_block
         device = torch.device(device)
         if device.type == "cpu":

@@ -166,6 +166,8 @@ def test_bad_arguments():
         CudaVecEnv("CartPole", 0, device="cpu")
     with pytest.raises(ValueError, match="device"):
         CudaVecEnv("CartPole", 2, device="meta")
+    with pytest.raises(ValueError, match="threads_per_block must be a positive multiple of 32, got 33"):
+        CudaVecEnv("CartPole", 2, device="cpu", threads_per_block=33)   # as on the GPU, where it matters
     env = CudaVecEnv("CartPole", 2, device="cpu", seed=0)
     env.close()
     with pytest.raises(RuntimeError, match="closed"):
