@@ -359,7 +359,10 @@ def end_with_launcher() -> None:
     launcher = os.getppid()
     pr_set_pdeathsig = 1
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
-    if launcher == 1 or os.getppid() != launcher:   # it died before the prctl took effect
+    # It died between the getppid and the prctl: this rank was reparented.
+    # (A parent that is pid 1 may be the launcher itself: torchrun as a
+    # container's entrypoint.)
+    if os.getppid() != launcher:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -387,9 +390,9 @@ def setup(cfg: dict, device: torch.device) -> tuple[Dist, torch.device]:
     so a rank that stops answering ends the run instead of hanging it."""
     if not launched_by_torchrun():
         return Dist.single(), device
-    end_with_launcher()
     rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
     local_rank, local_world = _env_int("LOCAL_RANK"), _env_int("LOCAL_WORLD_SIZE")
+    end_with_launcher()
     dc = {"backend": "auto", "timeout": 600.0, "node_sum": "auto", **cfg.get("dist", {})}
     device = rank_device(cfg["train"]["device"], local_rank)
     backend = pick_backend(dc["backend"], device, local_world)

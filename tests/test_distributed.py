@@ -125,6 +125,26 @@ def test_a_gpu_the_machine_lacks_is_refused_before_torchrun(capsys, monkeypatch)
     assert train.resolve_device("cuda:0") == torch.device("cuda", 0)
 
 
+def test_a_rank_whose_launcher_is_pid_1_is_not_ended(monkeypatch):
+    """A rank's parent may be pid 1 and alive: torchrun as a container's
+    entrypoint, or a test run started from a background job. Such a rank
+    once SIGTERMed itself at once; only a parent that changed between
+    reading it and the prctl (the launcher died) ends it."""
+    import ctypes
+    import types
+
+    from shoal import distributed
+    killed, parents = [], iter([1, 1])
+    monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: types.SimpleNamespace(prctl=lambda *args: 0))
+    monkeypatch.setattr(os, "getppid", lambda: next(parents))
+    monkeypatch.setattr(os, "kill", lambda pid, sig: killed.append(sig))
+    distributed.end_with_launcher()
+    assert killed == []
+    parents = iter([4321, 1])   # reparented to init between the two reads: the launcher died
+    distributed.end_with_launcher()
+    assert killed == [signal.SIGTERM]
+
+
 def test_a_rank_that_cannot_join_is_one_error_line(capsys, monkeypatch, tmp_path):
     """A stray WORLD_SIZE (a job wrapper's) without torchrun's other
     variables: shoal train's one error line, not a DistError traceback."""
@@ -132,6 +152,7 @@ def test_a_rank_that_cannot_join_is_one_error_line(capsys, monkeypatch, tmp_path
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.setattr(os, "getppid", lambda: 1)   # as under nohup: checked before the launcher watch
     status = cli.main(["train", "cartpole", "--train.total-timesteps", "256", "--train.dashboard", "none",
                        "--train.run-dir", str(tmp_path / "runs")])
     err = capsys.readouterr().err
