@@ -109,18 +109,14 @@ def _play(args: list[str]) -> int:
 
 def _gif_path_problem(path: str) -> str | None:
     """Why no GIF can be written at `path`, or None: checked before the play
-    or the evaluation runs (write_gif makes no folders)."""
-    if os.path.isdir(path):
-        return f"is a folder; expected a file path such as {os.path.join(path, 'play.gif')}"
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        return f"folder {folder} does not exist"
-    if not os.access(folder, os.W_OK):
-        return f"folder {folder} is not writable"
+    or the evaluation runs."""
     import importlib.util
-    if importlib.util.find_spec("PIL") is None:
-        return 'writing GIFs needs pillow: pip install "shoal[render]"'
-    return None
+
+    from shoal import config
+    problem = config.output_file_problem(path, example="play.gif")
+    if problem is None and importlib.util.find_spec("PIL") is None:
+        problem = 'writing GIFs needs pillow: pip install "shoal[render]"'
+    return problem
 
 
 def _env_index(args: list[str]) -> int | None:

@@ -194,6 +194,20 @@ def not_a_folder(path: str) -> str | None:
     return None
 
 
+def output_file_problem(path: str, example: str = "out.txt") -> str | None:
+    """Why no file can be written at `path` (a folder there, a missing or
+    read-only folder), or None: checked before the work whose output it
+    holds, which makes no folders."""
+    if os.path.isdir(path):
+        return f"is a folder; expected a file path such as {os.path.join(path, example)}"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"folder {folder} is not writable"
+    return None
+
+
 def _one_of(*choices: str):
     return (lambda v: v in choices), f"one of {', '.join(choices)}"
 

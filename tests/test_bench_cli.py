@@ -161,7 +161,7 @@ def test_bad_values_are_refused_before_anything_runs(tmp_path, monkeypatch, caps
                            (["--contenders", ""], "expected at least one of"),
                            (["--contenders", "python,mujoco", "--mujoco-seconds", "-1"], "--mujoco-seconds > 0"),
                            (["--contenders", "python", "--out", str(tmp_path / "no" / "r.md")],
-                            "expected a file path in a writable folder")):
+                            f"folder {tmp_path / 'no'} does not exist")):
         with pytest.raises(SystemExit) as exit_:
             bench.main(["--quick", *argv])
         assert exit_.value.code == 2 or expected in str(exit_.value.code), argv
@@ -197,7 +197,7 @@ def test_a_closed_stdout_or_stderr_loses_neither_the_run_nor_its_out_file(tmp_pa
     (tmp_path / "taken.md").mkdir()
     p = subprocess.run([sys.executable, "-P", "-m", "shoal", "bench", *quick, "--out", str(tmp_path / "taken.md")],
                        capture_output=True, text=True, timeout=120)
-    assert "expected a file path" in p.stderr   # refused up front
+    assert "is a folder; expected a file path" in p.stderr   # refused up front
     from shoal import bench
     assert bench.write_whole(str(tmp_path / "no" / "r.md"), "text") is not None   # later: an error, not a raise
     assert not os.path.exists(tmp_path / "no")

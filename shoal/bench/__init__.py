@@ -108,7 +108,7 @@ import sys
 
 import numpy as np
 
-from shoal import progress
+from shoal import config, progress
 from shoal.bench import atari, cartpole, envs, mujoco, python_envs
 from shoal.bench.cartpole import ENV, ENVPOOL, envpool_version
 from shoal.bench.sections import finite_float
@@ -268,10 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         if MUJOCO_SECTION in s.contenders else None
     atari_settings = atari.settings(args, sorted(set(s.workers)), s.warmup, s.gym_max_envs) \
         if ATARI_SECTION in s.contenders else None
-    if args.out:
-        folder = os.path.dirname(os.path.abspath(args.out))
-        if os.path.isdir(args.out) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            raise SystemExit(f"shoal bench: --out {args.out}: expected a file path in a writable folder")
+    problem = config.output_file_problem(args.out, example="bench.md") if args.out else None
+    if problem:
+        raise SystemExit(f"shoal bench: --out {args.out}: {problem}")
     envpool_ver = envpool_version()
     notes = []
     if envpool_ver is None and set(s.contenders) & set(ENVPOOL):
