@@ -109,8 +109,9 @@ def construction_seed(seed):
     checks it)."""
     if seed is None:
         return draw_seed()
-    if isinstance(seed, (int, np.integer, float, str, bytes, bool)) or \
-            (isinstance(seed, np.ndarray) and seed.ndim == 0):
+    if isinstance(seed, np.ndarray) and seed.ndim == 0:
+        seed = seed.item()   # np.array(5): one int seed
+    if isinstance(seed, (int, np.integer, float, str, bytes)):
         return seed
     try:
         return list(seed)
@@ -124,15 +125,13 @@ class ConstructionSeed:
     of an env not stepped since then gives that same seeded reset again,
     so make(seed=s) then reset() starts where make() then reset(seed=s)
     does (EnvPool's first reset is its seeded one). Any step, of any env,
-    ends it for every env. The seed is an int (env i: seed + i) or, as
-    reset's, a sequence with one int or None per env (None: no seed of its
+    ends it for every env. The seed is construction_seed's, an int (env i:
+    seed + i) or a list with one int or None per env (None: no seed of its
     own, so a reset() goes on with its RNG); the construction's reset
     checked it."""
 
     def __init__(self, seed, num_envs: int):
-        self.seed = seed   # as given (EnvPoolCompat.config reports it)
-        if isinstance(seed, np.ndarray) and seed.ndim == 0:
-            seed = seed.item()
+        self.seed = seed   # as construction_seed kept it (EnvPoolCompat.config reports it)
         if isinstance(seed, (int, np.integer)):
             self.seeds = np.uint64(int(seed)) + np.arange(num_envs, dtype=np.uint64)
             seeded = np.ones(num_envs, dtype=np.bool_)
