@@ -41,7 +41,7 @@ def test_frames_and_text_follow_the_env(env):
 def test_render_modes_through_gymnasium_and_pettingzoo():
     env = SingleEnv("cartpole", render_mode="rgb_array")
     env.reset(seed=0)
-    assert env.render().shape == (200, 300, 3)
+    assert env.render().shape == (400, 600, 3)
     assert env.metadata["render_modes"] == ["rgb_array", "ansi"]
     env.close()
     env = SingleEnv("cartpole", render_mode="ansi")
@@ -56,7 +56,7 @@ def test_render_modes_through_gymnasium_and_pettingzoo():
         vec.render()
     vec.reset(seed=0)
     frames = vec.render()
-    assert isinstance(frames, tuple) and len(frames) == 3 and frames[0].shape == (200, 300, 3)
+    assert isinstance(frames, tuple) and len(frames) == 3 and frames[0].shape == (400, 600, 3)
     vec.close()
 
     from shoal.pettingzoo_env import ShoalParallelEnv
@@ -135,6 +135,31 @@ def test_shoal_play_writes_a_gif(tmp_path, capsys):
     assert cli(["play", "cartpole", "--out", str(out), "--steps", "12", "--seed", "3"]) == 0
     assert "13 frames" in capsys.readouterr().out
     with Image.open(out) as gif:
-        assert gif.n_frames > 1 and gif.size == (300, 200)
+        assert gif.n_frames > 1 and gif.size == (600, 400)
     with pytest.raises(SystemExit):
         cli(["play", "cartpole", "--policy", "heuristic", "--out", str(out)])  # CartPole has none
+
+
+def test_cartpole_frame_is_gymnasiums_picture(monkeypatch):
+    """CartPole draws gymnasium's CartPole-v1 frame (size, geometry, colours),
+    so videos look alike; only gymnasium's anti-aliased edge pixels differ."""
+    pytest.importorskip("pygame", reason="gymnasium's CartPole frame is drawn with pygame (mpe2 brings it)")
+    import gymnasium
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")   # pygame draws off-screen
+    reference = gymnasium.make("CartPole-v1", render_mode="rgb_array")
+    reference.reset(seed=0)
+    pool = Serial("cartpole", 1, seed=0)
+    rng = np.random.default_rng(0)
+    states = [(0.0, 0.0, 0.0, 0.0), (1.0, 0.5, 0.2, -0.3), (-2.0, 0.0, -0.2, 0.0), (2.3, 0.0, 0.21, 0.0)]
+    states += [tuple(rng.uniform([-2.4, -1, -0.21, -1], [2.4, 1, 0.21, 1])) for _ in range(10)]
+    for state in states:
+        reference.unwrapped.state = np.array(state)
+        expected = reference.render()
+        pool.env_states.view(np.uint8)[:16] = np.array(state, np.float32).view(np.uint8)   # x, x_dot, theta, theta_dot
+        frame = render.frame(pool, 0)
+        assert frame.shape == expected.shape == (400, 600, 3)
+        drawn = np.any(expected != 255, axis=2).sum()   # track, cart, pole, axle
+        differing = np.any(frame != expected, axis=2).sum()
+        assert differing <= 0.1 * drawn, f"state {state}: {differing} of the {drawn} drawn pixels differ"
+    reference.close()
+    pool.close()

@@ -129,7 +129,7 @@ def test_render_frames_for_sb3s_render_and_video_recorder():
     try:
         env.reset()
         frames = env.get_images()
-        assert env.render_mode == "rgb_array" and len(frames) == 2 and frames[0].shape == (200, 300, 3)
+        assert env.render_mode == "rgb_array" and len(frames) == 2 and frames[0].shape == (400, 600, 3)
         assert not np.array_equal(frames[0], frames[1])
         tiled = env.render()   # SB3 tiles the frames into one image
         assert tiled.shape[2] == 3 and tiled.size == 2 * frames[0].size

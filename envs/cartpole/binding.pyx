@@ -36,7 +36,17 @@ def physics(float[:, ::1] states, const int32_t[::1] actions):
 
 
 # ---- rendering (host only; see shoal.render) ---------------------------------
-RENDER_SHAPE = (200, 300)  # (H, W) pixels
+# gymnasium's CartPole-v1 frame: its size, geometry and colours (600 x 400,
+# 125 px per metre, a 50 x 30 cart whose middle is 100 px above the bottom
+# edge, a 10 px wide pole from an axle 7.5 px above that), filled without
+# gymnasium's anti-aliased edges, so a video recorder sees the same picture.
+RENDER_SHAPE = (400, 600)  # (H, W) pixels
+cdef float CART_HALF_W = 25.0
+cdef float CART_HALF_H = 15.0
+cdef float CART_Y = 100.0   # the cart's middle and the track, px above the bottom edge
+cdef float AXLE_UP = 7.5    # the axle above the cart's middle
+cdef float POLE_HALF_W = 5.0
+cdef float PX_PER_M = 125.0 # 600 px across 2 * 2.4 m
 
 
 cdef void _fill(uint8_t[:, :, ::1] out, int y0, int y1, int x0, int x1,
@@ -49,22 +59,47 @@ cdef void _fill(uint8_t[:, :, ::1] out, int y0, int y1, int x0, int x1,
             out[y, x, 0] = r; out[y, x, 1] = g; out[y, x, 2] = b
 
 
+cdef void _fill_pole(uint8_t[:, :, ::1] out, float axle_x, float axle_y, float theta) noexcept nogil:
+    """The pole: a rectangle 10 px wide, from 5 px below the axle to its length
+    less 5 px above, turned by theta (clockwise on screen for theta > 0).
+    Coordinates here are y-up from the bottom edge, as gymnasium draws."""
+    cdef int h = out.shape[0], w = out.shape[1], x, y, row
+    cdef float c = cosf(theta), s = sinf(theta), length = PX_PER_M * 1.0  # 2 * half-length 0.5 m
+    cdef float along, across, dx, dy
+    cdef int x0 = <int>(axle_x - length - 6), x1 = <int>(axle_x + length + 6)
+    cdef int y0 = <int>(axle_y - length - 6), y1 = <int>(axle_y + length + 6)
+    x0 = max(x0, 0); x1 = min(x1, w - 1); y0 = max(y0, 0); y1 = min(y1, h - 1)
+    for y in range(y0, y1 + 1):
+        row = h - 1 - y
+        for x in range(x0, x1 + 1):
+            dx = x - axle_x
+            dy = y - axle_y
+            across = dx * c - dy * s    # the pole's own axes: it points up at theta = 0
+            along = dx * s + dy * c
+            if -POLE_HALF_W <= across <= POLE_HALF_W and -POLE_HALF_W <= along <= length - POLE_HALF_W:
+                out[row, x, 0] = 202; out[row, x, 1] = 152; out[row, x, 2] = 101
+
+
 def render_rgb(const uint8_t[::1] env_bytes, uint8_t[:, :, ::1] out):
-    """Draw one env (its raw struct) into `out` (H, W, 3): track, cart, pole."""
+    """Draw one env (its raw struct) into `out` (H, W, 3): track, cart, pole, axle."""
     cdef const env_t* env = <const env_t*>&env_bytes[0]
-    cdef int h = out.shape[0], w = out.shape[1], k, steps = 60
-    cdef float scale = w / 4.8 * 0.8, cart_x, cart_y, px, py
+    cdef int h = out.shape[0], w = out.shape[1], x, y, row
+    cdef float cart_x, axle_y
     if env_bytes.shape[0] != sizeof(env_t) or h != RENDER_SHAPE[0] or w != RENDER_SHAPE[1]:
         raise ValueError(f"need {sizeof(env_t)} env bytes and a {RENDER_SHAPE + (3,)} frame")
     _fill(out, 0, h, 0, w, 255, 255, 255)
-    cart_y = h * 0.7
-    cart_x = w / 2 + env.x * scale
-    _fill(out, <int>cart_y, <int>cart_y + 1, 0, w, 0, 0, 0)  # the track
-    _fill(out, <int>(cart_y - 10), <int>(cart_y + 10), <int>(cart_x - 20), <int>(cart_x + 20), 0, 0, 0)
-    for k in range(steps + 1):  # the pole: 2 * half-length, tilted by theta
-        px = cart_x + (k / <float>steps) * 1.0 * scale * sinf(env.theta)
-        py = cart_y - 10 - (k / <float>steps) * 1.0 * scale * cosf(env.theta)
-        _fill(out, <int>py - 3, <int>py + 3, <int>px - 3, <int>px + 3, 202, 152, 101)
+    cart_x = w / 2.0 + env.x * PX_PER_M
+    # rows count down from the top: y px above the bottom edge is row h - 1 - y
+    _fill(out, h - 1 - <int>(CART_Y + CART_HALF_H), h - 1 - <int>(CART_Y - CART_HALF_H) + 1,
+          <int>(cart_x - CART_HALF_W), <int>(cart_x + CART_HALF_W) + 1, 0, 0, 0)
+    axle_y = CART_Y + AXLE_UP
+    _fill_pole(out, cart_x, axle_y, env.theta)
+    for y in range(<int>axle_y - 5, <int>axle_y + 6):  # the axle: a disc of radius 5
+        for x in range(<int>cart_x - 5, <int>cart_x + 6):
+            if 0 <= x < w and (x - <int>cart_x) ** 2 + (y - <int>axle_y) ** 2 <= 25:
+                row = h - 1 - y
+                out[row, x, 0] = 129; out[row, x, 1] = 132; out[row, x, 2] = 203
+    _fill(out, h - 1 - <int>CART_Y, h - <int>CART_Y, 0, w, 0, 0, 0)  # the track, drawn last as gymnasium does
 
 
 def render_text(const uint8_t[::1] env_bytes):
