@@ -50,6 +50,7 @@ from collections import namedtuple
 import gymnasium
 import numpy as np
 
+from shoal import __version__  # noqa: F401  (shoal's: code that logs envpool.__version__ says which library ran)
 from shoal.pool.contract import parse_reset_mask
 from shoal.single import ATARI_BINDING, MUJOCO_BINDING
 

@@ -304,6 +304,7 @@ def test_envpool_compat_make_takes_envpools_task_ids_and_defaults(no_leaks):
     ids = envpool.list_all_envs()
     assert {"CartPole-v0", "CartPole-v1", "Pong-v5", "HalfCheetah-v5"} <= set(ids)
     assert not any(i.startswith(("Snake", "Drive", "Corridor")) for i in ids)
+    assert envpool.__version__ == shoal.__version__   # logged by EnvPool code: says which library ran
     with envpool.make_gymnasium("CartPole-v1", num_envs=4, batch_size=2, num_threads=2) as envs:
         assert envs.config == {"num_envs": 4, "batch_size": 2, "num_threads": 2, "seed": 42,
                                "max_episode_steps": 500, "reward_threshold": 475.0}
