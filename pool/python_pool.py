@@ -397,9 +397,11 @@ class AsyncVectorEnv(VectorEnv):
     Args (as gymnasium's, plus num_workers):
         env_fns: functions that create the envs.
         shared_memory: observations travel through shared memory (default);
-            False sends them over pipes. Spaces without a fixed layout (Text,
-            Graph, Sequence, OneOf, custom, or a Dict / Tuple holding one)
-            always travel over pipes (gymnasium raises for them instead).
+            False sends them over pipes. gymnasium's spaces without a fixed
+            layout (Text, Graph, Sequence, OneOf, or a Dict / Tuple holding
+            one) always travel over pipes (gymnasium raises for them
+            instead); a custom Space subclass needs shared_memory=False, as
+            in gymnasium (shoal cannot know its layout).
             Actions use shared memory whenever the action space has a fixed
             layout.
         copy: reset() and step() return a copy of the observations (default);

@@ -67,14 +67,17 @@ def _play(args: list[str]) -> int:
     from shoal import progress, render
 
     p = argparse.ArgumentParser(prog="shoal play", description="Write a GIF of a first-party env "
-                                "played by a random or heuristic policy (env 0 of a 1-env pool).",
+                                "played by a random or heuristic policy (env 0 of a 1-env pool). "
+                                "Every env below draws itself but Corridor.",
                                 epilog=env_families(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("env", metavar="ENV", type=str.lower,
                    help="a first-party env (listed below), e.g. cartpole, pong, halfcheetah")
     p.add_argument("--out", default=None, help="GIF path (default: ENV.gif)")
     p.add_argument("--steps", type=int, default=200, help="steps to play (default 200)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--policy", choices=["random", "heuristic"], default="random")
+    p.add_argument("--seed", type=int, default=0, help="the env's seed (default 0)")
+    p.add_argument("--policy", choices=["random", "heuristic"], default="random",
+                   help="random (default) or heuristic: a scripted policy, for Snake, Drive, Explorer "
+                        "and ExplorerPointGoal")
     p.add_argument("--fps", type=int, default=None, help="default: the env's render_fps, else 20")
     progress.add_argument(p, "the play (frames rendered)")
     a = p.parse_args(args)
@@ -351,11 +354,14 @@ def _torchrun_status(failures: dict) -> int:
 
 def _eval(args: list[str]) -> int:
     p = argparse.ArgumentParser(prog="shoal eval", description="Evaluate a checkpoint written by "
-                                "`shoal train`: the mean return over episodes, and optionally a GIF.")
-    p.add_argument("env", type=str.lower)
+                                "`shoal train`: the mean return over episodes, and optionally a GIF.",
+                                epilog=env_families(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("env", metavar="ENV", type=str.lower,
+                   help="the checkpoint's env (listed below), e.g. cartpole, halfcheetah")
     p.add_argument("--checkpoint", required=True, help="a checkpoint.pt from shoal train")
     p.add_argument("--episodes", type=int, default=32, help="episodes, one per env (default 32)")
-    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--seed", type=int, default=12345,
+                   help="episode i runs in an env seeded seed + i (default 12345)")
     p.add_argument("--sample", action="store_true",
                    help="sample actions (default: argmax; Box actions: the Gaussian's mean)")
     p.add_argument("--gif", default=None, help="also write a GIF of one rollout here")
@@ -424,11 +430,15 @@ _COMMANDS = {"bench": _bench, "play": _play, "train": _train, "eval": _eval}
 
 
 def parser() -> argparse.ArgumentParser:
+    import shoal
+
     p = argparse.ArgumentParser(prog="shoal", description="shoal: a fast vectorized RL env pool.")
+    p.add_argument("--version", action="version", version=f"shoal {shoal.__version__}")
     commands = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # add_help=False: `shoal bench --help` reaches the benchmark's own parser.
     commands.add_parser("bench", add_help=False,
-                        help="CartPole steps/s: shoal vs gymnasium vs EnvPool vs a C loop "
+                        help="the benchmark: CartPole (shoal vs gymnasium vs EnvPool vs a C loop), then "
+                             "the Python-env, first-party-env and MuJoCo sections "
                              "(`shoal bench --help` for options)")
     commands.add_parser("play", add_help=False,
                         help="write a GIF of an env played by a random or heuristic policy "

@@ -90,7 +90,8 @@ def play(env: str, steps: int = 200, seed: int = 0, policy: str = "random", inde
         raise ValueError(f"{pool.spec.name} does not render")
     if policy == "heuristic" and not hasattr(binding, "heuristic_actions"):
         pool.close()
-        raise ValueError(f"{pool.spec.name} has no heuristic policy; use policy='random'")
+        raise ValueError(f"{pool.spec.name} has no heuristic policy (Snake, Drive, Explorer and "
+                         f"ExplorerPointGoal have one); the random policy works for every env")
     rng = np.random.default_rng(seed)  # the random policy's: the same seed, the same GIF
     frames = []
     try:

@@ -225,8 +225,12 @@ def test_usage_lines_say_env_and_help_lists_the_envs_by_family(capsys):
         cli.main(["play", "--help"])
     assert e.value.code == 0
     play_help = capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        cli.main(["eval", "--help"])
+    assert e.value.code == 0
+    eval_help = capsys.readouterr().out
     assert cli.main(["train", "--help"]) == 0
-    for out in (play_help, capsys.readouterr().out):
+    for out in (play_help, eval_help, capsys.readouterr().out):
         envs = out[out.index("\nenvs ("):].split("\n\n")[0].strip().splitlines()
         assert all(len(line) <= 79 for line in envs)
         assert envs[1].startswith("  standalone (6): CartPole,") and any(line.startswith("  atari (") for line in envs)
@@ -309,3 +313,9 @@ def test_ctrl_c_stops_an_nproc_run_with_status_130(tmp_path):
         proc.stdout.close()
     assert "Traceback" not in out and "SignalException" not in out
     assert (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+def test_version_flag_prints_shoals_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"shoal {shoal.__version__}"

@@ -197,7 +197,9 @@ def contender_list(text: str) -> list[str]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="shoal bench",
-        description=f"{ENV} steps/s of shoal vs gymnasium vs EnvPool vs a plain C loop, in one run.")
+        description=f"{ENV} steps/s of shoal vs gymnasium vs EnvPool vs a plain C loop, then the "
+                    f"Python-env, first-party-env and MuJoCo sections, in one run (--contenders picks; "
+                    f"all,atari adds the Atari section).")
     p.add_argument("--num-envs", type=int_list, default=None,
                    help="comma-separated num_envs sweep (default 64,1024,4096,16384,65536; quick: 64,1024)")
     p.add_argument("--workers", type=int_list, default=None,
