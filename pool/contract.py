@@ -82,6 +82,22 @@ def fill_reset_requests(seed, requests: np.ndarray, seeds: np.ndarray) -> None:
             raise ValueError(f"seed[{i}] must be None or an int in [0, 2**64), got {s!r}")
 
 
+def check_reset_options(options: dict | None, spec) -> None:
+    """Reset options an env does not take are ignored, as gymnasium's and
+    pettingzoo's envs ignore theirs (pettingzoo's api_test passes one), except
+    those the env's gymnasium counterpart honours and shoal's env does not
+    (its binding's GYMNASIUM_RESET_OPTIONS: CartPole-v1's "low" / "high",
+    its initial-state range): ignored, they would give a wrong result, so
+    they are a ValueError."""
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"reset options must be a dict or None, got {type(options).__name__}")
+    honoured_elsewhere = getattr(spec.load_binding(), "GYMNASIUM_RESET_OPTIONS", ())
+    refused = sorted(key for key in (options or {}) if key in honoured_elsewhere)
+    if refused:
+        raise ValueError(f"reset options {refused}: gymnasium's {spec.name} takes them, shoal's does not "
+                         f"(its initial state comes from the seed alone, in the env's fixed range)")
+
+
 def parse_reset_mask(options: dict | None, num_envs: int, as_array=np.asarray) -> np.ndarray | None:
     """options["reset_mask"] as a bool array of shape (num_envs,), or None
     when options has none; ValueError for any other dtype or shape.

@@ -43,7 +43,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from shoal.pool.gym_compat import validate_reset_mask
 from shoal.pool import render
-from shoal.pool.contract import draw_seed
+from shoal.pool.contract import check_reset_options, draw_seed
 from shoal.envs import spec as lookup_spec
 from shoal.pool.native import Multiprocessing, NativePool, Serial, parse_autoreset_mode, split_env_kwargs
 
@@ -199,6 +199,7 @@ class NativeVectorEnv(VectorEnv):
         if isinstance(seed, (list, tuple)) and len(seed) != self.num_envs:
             raise ValueError(f"If seeds are passed as a list the length must match "
                              f"num_envs={self.num_envs} but got length={len(seed)}.")
+        check_reset_options(options, self._pool.spec)   # before the pop: the dict is the caller's
         reset_mask = None
         if options is not None and "reset_mask" in options:
             reset_mask = options.pop("reset_mask")  # Sync pops it too (the dict is the caller's)

@@ -49,6 +49,7 @@ from shoal.pool import _native
 from shoal.pool.contract import (
     SEEN_DTYPE,
     ConstructionSeed,
+    check_reset_options,
     construction_seed,
     episode_stats_since,
     fill_reset_requests,
@@ -495,6 +496,7 @@ class NativePool:
         return (ids[:, None] * self.agents + np.arange(self.agents)).reshape(-1)
 
     def _reset(self, seed, options):
+        check_reset_options(options, self.spec)
         mask = parse_reset_mask(options, self.num_envs)
         self._set_seeds(seed)
         keep_unmasked(self._buffers.reset_requests, mask)

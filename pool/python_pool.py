@@ -54,7 +54,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from gymnasium import Env, Space, logger
+from gymnasium import Env, Space, Wrapper, logger
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, CustomSpaceError, NoAsyncCallError
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode, VectorEnv
@@ -277,6 +277,15 @@ class _EnvBlock:
         for env, value in zip(self.envs, values, strict=True):
             env.set_wrapper_attr(name, value)
 
+    def is_wrapped(self, wrapper_class: type) -> list[bool]:
+        """Per env: is a `wrapper_class` among its wrappers (outermost to innermost)?"""
+        results = []
+        for env in self.envs:
+            while isinstance(env, Wrapper) and not isinstance(env, wrapper_class):
+                env = env.env
+            results.append(isinstance(env, wrapper_class))
+        return results
+
     def check_spaces(self, observation_mode, single_observation_space, single_action_space):
         """Per env: (observation space matches, action space matches)."""
         results = []
@@ -297,6 +306,8 @@ class _EnvBlock:
             return self.call(*data)
         if kind == "setattr":
             return self.set_attr(*data)
+        if kind == "is_wrapped":
+            return self.is_wrapped(*data)
         raise RuntimeError(f"unknown message {kind!r}")
 
     def close(self) -> None:
@@ -893,6 +904,21 @@ class AsyncVectorEnv(VectorEnv):
         messages = [("setattr", name, list(values[a:b])) for a, b in self._blocks]
         self._start_command(lambda: self._send_messages(messages))
         self._finish(None, "set_attr")
+
+    def env_is_wrapped(self, wrapper_class: type) -> tuple[bool, ...]:
+        """Per env, whether a `wrapper_class` (a gymnasium.Wrapper subclass)
+        wraps it, asked in the workers: SB3's VecEnv.env_is_wrapped, which
+        shoal.sb3.VectorEnvAdapter answers with it (SB3's evaluate_policy
+        counts whole episodes from a Monitor inside the env when there is one)."""
+        self._assert_is_running()
+        if self._state != AsyncState.DEFAULT:
+            raise AlreadyPendingCallError(f"Calling `env_is_wrapped` while waiting for a pending call to "
+                                          f"`{self._state.value}` to complete.", str(self._state.value))
+        self._drain()
+        messages = [("is_wrapped", wrapper_class)] * self.num_workers
+        self._start_command(lambda: self._send_messages(messages))
+        replies = self._finish(None, "env_is_wrapped")
+        return tuple(result for block in replies for result in block)
 
     def worker_busy_seconds(self) -> np.ndarray:
         """Seconds each worker has spent on commands (from receiving one to

@@ -44,6 +44,7 @@ from shoal.envs import EnvSpec, spec as lookup_spec
 from shoal.pool.contract import (
     SEEN_DTYPE,
     ConstructionSeed,
+    check_reset_options,
     construction_seed,
     episode_stats_since,
     fill_reset_requests,
@@ -396,6 +397,7 @@ class CudaVecEnv:
             RuntimeError: the env is closed.
         """
         self._check_open()
+        check_reset_options(options, self.spec)
         mask = parse_reset_mask(options, self.num_envs, as_array=_host_array)
         if self._pool is not None:
             self._pool.reset(seed=seed, options=None if mask is None else {"reset_mask": mask})

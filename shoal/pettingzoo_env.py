@@ -25,6 +25,7 @@ from pettingzoo import ParallelEnv
 
 from shoal.envs import spec as env_spec
 from shoal.pool import render
+from shoal.pool.contract import check_reset_options
 from shoal.pool.native import PoolClosedError, Serial
 from shoal.single import one_env_info, rebuild
 
@@ -79,6 +80,7 @@ class ShoalParallelEnv(ParallelEnv):
     def reset(self, seed: int | None = None, options: dict | None = None):
         if self._pool.closed:
             raise PoolClosedError("this ShoalParallelEnv is closed")
+        check_reset_options(options, self._pool.spec)
         obs, info = self._pool.reset(seed=seed)
         self._reset_done = True
         masks = self._pool.masks

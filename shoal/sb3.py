@@ -96,7 +96,19 @@ def _spread(source: dict, envs: np.ndarray, infos: list[dict], keys=None) -> Non
             continue
         present = source.get(f"_{key}")
         for i in np.flatnonzero(envs if present is None else present & envs).tolist():
-            infos[i][key] = values[i].item() if isinstance(values[i], np.generic) else values[i]
+            infos[i][key] = _env_value(values, i)
+
+
+def _env_value(values, i: int):
+    """Env i's value of one info key: a Python scalar where numpy's; a
+    dict-valued key (a Monitor's "episode" inside a gymnasium VectorEnv) is
+    a dict of arrays with "_" masks of its own, gymnasium's nesting, and
+    becomes env i's dict."""
+    if isinstance(values, dict):
+        return {key: _env_value(value, i) for key, value in values.items()
+                if not key.startswith("_") and (f"_{key}" not in values or values[f"_{key}"][i])}
+    value = values[i]
+    return value.item() if isinstance(value, np.generic) else value
 
 
 class _SameStepVecEnv(VecEnv):
@@ -110,8 +122,9 @@ class _SameStepVecEnv(VecEnv):
     # an ended env; None: the "_" masks say (a gymnasium VectorEnv's infos).
     _reset_info_keys = None
 
-    def _reset_vector(self, seeds: list):
-        """Reset with SB3's per-env seeds (None where unseeded): (obs, info)."""
+    def _reset_vector(self, seeds: list, options: dict | None):
+        """Reset with SB3's per-env seeds (None where unseeded) and the
+        options of set_options() (None when unset): (obs, info)."""
         raise NotImplementedError
 
     def _step_vector(self, actions: np.ndarray) -> tuple:
@@ -121,12 +134,31 @@ class _SameStepVecEnv(VecEnv):
     def reset(self):
         """Reset every env (seeds from `seed()` apply once) and return the
         obs; `reset_infos[i]` holds env i's reset info, as DummyVecEnv's."""
-        obs, info = self._reset_vector(self._seeds)
+        obs, info = self._reset_vector(self._seeds, self._one_options())
         self._reset_seeds()
         self._reset_options()
         self.reset_infos = [{} for _ in range(self.num_envs)]
         _spread(info, np.ones(self.num_envs, dtype=bool), self.reset_infos, self._reset_info_keys)
         return obs.copy() if self.copy_obs else obs
+
+    def _one_options(self) -> dict | None:
+        """set_options()'s per-env dicts as the one dict a vector env's reset
+        takes (None when every env's is empty); envs with different options
+        are an error (DummyVecEnv could give each its own)."""
+        options = self._options
+        if not any(options):
+            return None
+        first = options[0]
+        for other in options[1:]:
+            try:
+                same = other is first or bool(other == first)
+            except ValueError:   # array values: == is elementwise
+                same = other.keys() == first.keys() and all(
+                    np.array_equal(other[k], first[k]) for k in first)
+            if not same:
+                raise ValueError("set_options() gave the envs different options: a vector env resets "
+                                 "every env with one options dict (pass one dict to set_options)")
+        return dict(first)
 
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = actions
@@ -192,14 +224,14 @@ class ShoalVecEnv(_SameStepVecEnv):
 
     copy_obs = True  # the pool's obs are views of its shared buffer, rewritten next step
 
-    def _reset_vector(self, seeds: list):
+    def _reset_vector(self, seeds: list, options: dict | None):
         if any(s is not None for s in seeds):
             # SB3 seeds per row; shoal per env: env i takes its first row's
             # seed (single-agent: exactly SB3's seed + i; None: RNG goes on).
             seed = [seeds[i * self.env_spec.agents] for i in range(self.pool.num_envs)]
         else:
             seed = None
-        return self.pool.reset(seed=seed)
+        return self.pool.reset(seed=seed, options=options)   # the pool refuses any but reset_mask
 
     def _step_vector(self, actions: np.ndarray) -> tuple:
         obs, rewards, terminated, truncated, info = self.pool.step(actions)
@@ -271,14 +303,34 @@ class VectorEnvAdapter(_SameStepVecEnv):
         super().__init__(vector_env.num_envs, vector_env.single_observation_space,
                          vector_env.single_action_space)
 
-    def _reset_vector(self, seeds: list):
-        return self.vector_env.reset(seed=seeds if any(s is not None for s in seeds) else None)
+    def _reset_vector(self, seeds: list, options: dict | None):
+        return self.vector_env.reset(seed=seeds if any(s is not None for s in seeds) else None,
+                                     options=options)
 
     def _step_vector(self, actions: np.ndarray) -> tuple:
         return self.vector_env.step(actions)
 
     def close(self) -> None:
         self.vector_env.close()
+
+    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
+        """Whether each sub-env has a `wrapper_class` around it, as
+        DummyVecEnv answers (SB3's evaluate_policy counts whole episodes from a
+        Monitor inside, e.g. under AtariWrapper's life losses): asked of
+        shoal.pool.AsyncVectorEnv's workers, or of a SyncVectorEnv's envs.
+        Another vector env keeps its envs out of reach: False for each."""
+        vector_env = self.vector_env
+        while not hasattr(vector_env, "env_is_wrapped") and not hasattr(vector_env, "envs") \
+                and hasattr(vector_env, "env"):   # under gymnasium's vector wrappers
+            vector_env = vector_env.env
+        if hasattr(vector_env, "env_is_wrapped"):
+            answers = list(vector_env.env_is_wrapped(wrapper_class))
+        elif hasattr(vector_env, "envs"):
+            from stable_baselines3.common.env_util import is_wrapped
+            answers = [is_wrapped(env, wrapper_class) for env in vector_env.envs]
+        else:
+            answers = [False] * self.num_envs
+        return self._subset(answers, indices)
 
     def _subset(self, values, indices) -> list[Any]:
         return [values[i] for i in self._get_indices(indices)]

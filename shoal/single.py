@@ -16,7 +16,7 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.envs import spec as env_spec
 from shoal.pool import render
-from shoal.pool.contract import POOL_OWN_INFO_KEYS
+from shoal.pool.contract import POOL_OWN_INFO_KEYS, check_reset_options
 from shoal.pool.native import PoolClosedError, Serial
 
 MUJOCO_BINDING = "shoal.envs.mujoco.binding"
@@ -139,6 +139,7 @@ class SingleEnv(gymnasium.Env):
         return clone
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        check_reset_options(options, self._pool.spec)
         super().reset(seed=seed)
         obs, info = self._pool.reset(seed=seed)
         self._was_reset = True

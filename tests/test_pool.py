@@ -783,3 +783,35 @@ def test_pools_keep_their_attributes_in_slots(backend, no_leaks):
         pool.reset(seed=0)
         pool.step(np.zeros(4, np.int32))
         assert vars(pool) == {}
+
+
+def test_reset_options_are_ignored_unless_gymnasiums_env_honours_them(no_leaks):
+    """Options an env does not take are ignored, as gymnasium's and
+    pettingzoo's envs ignore theirs (pettingzoo's api_test passes one), but
+    gymnasium CartPole-v1's low / high (its initial-state range) are refused
+    by every front end: ignored, they would give a wrong result."""
+    from shoal.cuda import CudaVecEnv
+    from shoal.pettingzoo_env import ShoalParallelEnv
+
+    fronts = [lambda: shoal.make("CartPole", 2, backend="serial"),
+              lambda: gymnasium.make("shoal/CartPole-v0"),
+              lambda: gymnasium.make_vec("shoal/CartPole-v0", 2, vectorization_mode="vector_entry_point"),
+              lambda: ShoalParallelEnv("CartPole"),
+              lambda: CudaVecEnv("CartPole", 2, device="cpu")]
+    for make in fronts:
+        env = make()
+        try:
+            env.reset(seed=0, options={})
+            env.reset(options={"some_option": 1})
+            with pytest.raises(ValueError, match=r"reset options \['high', 'low'\]: gymnasium's CartPole"):
+                env.reset(seed=0, options={"low": -0.5, "high": 0.5})
+            env.reset(seed=1)   # still usable
+        finally:
+            env.close()
+    with shoal.make("Snake", 2, backend="serial") as pool:   # no gymnasium counterpart: nothing refused
+        pool.reset(seed=0, options={"low": -0.5})
+    with shoal.make("CartPole", 3, backend="serial") as pool:   # the pool's own option stays
+        pool.reset(seed=0)
+        pool.reset(options={"reset_mask": np.array([True, False, True])})
+        with pytest.raises(TypeError, match="must be a dict"):
+            pool.reset(options=[("reset_mask", None)])

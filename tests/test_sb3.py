@@ -214,6 +214,85 @@ def test_vector_env_adapter_passes_on_step_infos_as_dummy_vec_env():
         ref.close()
 
 
+def _monitored_cartpole():
+    from stable_baselines3.common.monitor import Monitor
+    return Monitor(gymnasium.make("CartPole-v1"))
+
+
+@pytest.mark.parametrize("vector", ["shoal", "sync"])
+def test_vector_env_adapter_sees_a_monitor_inside_and_its_episode_infos(vector):
+    """env_is_wrapped answers as DummyVecEnv's (evaluate_policy counts whole
+    episodes from a Monitor inside: under AtariWrapper's life losses it
+    counted lives), and a Monitor's "episode" info, a dict that gymnasium's
+    vector envs nest as arrays, reaches each env's info as DummyVecEnv's."""
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from shoal.pool import AsyncVectorEnv
+    from shoal.sb3 import VectorEnvAdapter
+
+    n = 3
+    fns = [_monitored_cartpole] * 2 + [lambda: gymnasium.make("CartPole-v1")]
+    same_step = gymnasium.vector.AutoresetMode.SAME_STEP
+    vector_env = (AsyncVectorEnv(fns, autoreset_mode=same_step, num_workers=2) if vector == "shoal"
+                  else gymnasium.vector.SyncVectorEnv(fns, autoreset_mode=same_step))
+    ours, ref = VectorEnvAdapter(vector_env), DummyVecEnv(fns)
+    try:
+        assert ours.env_is_wrapped(Monitor) == ref.env_is_wrapped(Monitor) == [True, True, False]
+        assert ours.env_is_wrapped(Monitor, indices=[2, 0]) == [False, True]
+        assert ours.env_is_wrapped(VecNormalize) == [False] * n   # not a gymnasium.Wrapper at all
+        ours.seed(3)
+        ref.seed(3)
+        ours.reset()
+        ref.reset()
+        episodes = 0
+        for t in range(200):
+            actions = np.full(n, t % 2)
+            i1, i2 = ours.step(actions)[3], ref.step(actions)[3]
+            for a, b in zip(i1, i2):
+                episodes += "episode" in b
+                a.pop("terminal_observation", None), b.pop("terminal_observation", None)
+                a.get("episode", {}).pop("t", None), b.get("episode", {}).pop("t", None)   # wall times
+                assert a == b, (t, a, b)
+        assert episodes >= 4
+    finally:
+        ours.close()
+        ref.close()
+
+
+def test_set_options_reach_the_vector_env_or_are_refused():
+    """SB3's set_options() applies at the next reset, as DummyVecEnv's: the
+    adapter gives a gymnasium VectorEnv the one dict (CartPole-v1's low /
+    high); options that differ per env, and CartPole-v1's low / high on
+    shoal's CartPole (which does not take them), are errors rather than
+    ignored."""
+    from shoal.pool import AsyncVectorEnv
+    from shoal.sb3 import VectorEnvAdapter
+
+    fns = [lambda: gymnasium.make("CartPole-v1")] * 2
+    ours = VectorEnvAdapter(AsyncVectorEnv(fns, autoreset_mode="same_step", num_workers=1))
+    ref = DummyVecEnv(fns)
+    try:
+        for env in (ours, ref):
+            env.seed(0)
+            env.set_options({"low": -0.5, "high": -0.4})
+        first = ours.reset()
+        np.testing.assert_array_equal(first, ref.reset())
+        assert (first <= -0.4).all() and (first >= -0.5).all()
+        assert not (ours.reset() <= -0.4).all(), "options apply to one reset"
+        ours.set_options([{"low": -0.5}, {"low": -0.1}])
+        with pytest.raises(ValueError, match="different options"):
+            ours.reset()
+    finally:
+        ours.close()
+        ref.close()
+    env = ShoalVecEnv("CartPole", 2, backend="serial")
+    env.set_options({"low": -0.5, "high": -0.4})
+    with pytest.raises(ValueError, match=r"reset options \['high', 'low'\]: gymnasium's CartPole"):
+        env.reset()
+    env.close()
+
+
 def test_sac_trains_on_box_actions():
     pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
     from stable_baselines3 import SAC

@@ -20,6 +20,11 @@ cdef extern from *:
 
 include "../vec_binding.pxi"
 
+# gymnasium's CartPole-v1 reset takes options {"low": ..., "high": ...}, its
+# initial-state range; shoal's draws from [-0.05, 0.05] by the seed alone, so
+# a reset refuses them (pool.contract.check_reset_options) rather than ignore them.
+GYMNASIUM_RESET_OPTIONS = ("low", "high")
+
 
 def physics(float[:, ::1] states, const int32_t[::1] actions):
     """Advance each (x, x_dot, theta, theta_dot) row one step in place with
