@@ -13,7 +13,9 @@ It behaves as SB3's `DummyVecEnv` over single shoal envs does, step for step
 (tested): the step that ends an episode returns the next episode's first
 obs, with the last obs in `infos[i]["terminal_observation"]` and
 `infos[i]["TimeLimit.truncated"]` set as SB3 expects; `seed(s)` seeds env i
-with s + i at the next reset. Library-backed envs (MuJoCo, Atari) also put
+with s + i at the next reset (multi-agent envs: SB3 seeds rows, and env i
+takes its first row's seed, s + i * agents; `ShoalVecEnv(..., seed=s)`
+gives env i s + i, as `shoal.make`). Library-backed envs (MuJoCo, Atari) also put
 their own step info in `infos[i]` ("reward_forward", "lives", ...), on the
 step that ends an episode that episode's last. The envs step in shoal's worker processes
 (any `shoal.make` argument: `num_workers`, `backend`, ...), straight into
