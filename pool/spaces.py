@@ -89,7 +89,10 @@ def row_writer(space: spaces.Space, batch: Any) -> Callable[[int, Any], None]:
     (the pool that gets it from a worker closes), as gymnasium's
     SyncVectorEnv raises one, not broadcast into the row (as numpy, and
     gymnasium's AsyncVectorEnv, would do with a (1, 3) or scalar value for
-    a (3,) row), which would hide the env's bug."""
+    a (3,) row), which would hide the env's bug. Likewise a value whose
+    dtype numpy would not cast "same_kind" (floats into a uint8 or
+    Discrete row, strings into floats) is a TypeError, as SyncVectorEnv's
+    np.stack raises, not wrapped around or truncated into the row."""
     if isinstance(space, _LEAVES):
         return _leaf_writer(batch)
     if isinstance(space, spaces.Tuple):
@@ -109,8 +112,13 @@ def row_writer(space: spaces.Space, batch: Any) -> Callable[[int, Any], None]:
     raise CustomSpaceError(f"no row writer for {space}")
 
 
+# The dtype np.stack gives a Python scalar.
+_SCALAR_DTYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
+
+
 def _leaf_writer(batch: np.ndarray) -> Callable[[int, Any], None]:
-    row_shape, store = batch.shape[1:], batch.__setitem__
+    row_shape, row_dtype, store = batch.shape[1:], batch.dtype, batch.__setitem__
+    castable: dict = {row_dtype: True}   # a value's dtype (or Python type) -> casts "same_kind"
 
     def write_leaf(i, value):
         shape = getattr(value, "shape", None)   # an array's (or tensor's); else numpy's reading
@@ -119,8 +127,26 @@ def _leaf_writer(batch: np.ndarray) -> Callable[[int, Any], None]:
         if tuple(shape) != row_shape:
             raise ValueError(f"a value of shape {tuple(shape)} where the space's shape is {row_shape} "
                              f"(the env returned an observation outside its observation_space)")
+        key = getattr(value, "dtype", None) or type(value)
+        ok = castable.get(key)
+        if ok is None:
+            ok = castable[key] = _casts_same_kind(value, row_dtype)
+        if not ok:
+            dtype = getattr(value, "dtype", None) or np.asarray(value).dtype
+            raise TypeError(f"Cannot cast array data from {dtype!r} to {row_dtype!r} according to the rule "
+                            f"'same_kind' (the env returned an observation outside its observation_space; "
+                            f"SyncVectorEnv raises this too)")
         store(i, value)
     return write_leaf
+
+
+def _casts_same_kind(value, row_dtype: np.dtype) -> bool:
+    """Would np.stack (SyncVectorEnv's) cast `value` into a `row_dtype` row?
+    Values that are not numpy's (a torch tensor) are left to numpy's store."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        dtype = _SCALAR_DTYPES.get(type(value)) or np.asarray(value).dtype
+    return not isinstance(dtype, np.dtype) or bool(np.can_cast(dtype, row_dtype, "same_kind"))
 
 
 def row_reader(space: spaces.Space, batch: Any) -> Callable[[int], Any]:

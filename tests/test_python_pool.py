@@ -396,6 +396,47 @@ def test_an_observation_of_the_wrong_shape_is_an_error_as_in_sync(no_leaks, bad)
     assert env.closed
 
 
+class WrongDtypeObsEnv(gymnasium.Env):
+    """Returns `bad`, of the right shape but a dtype numpy would not cast
+    "same_kind" into its space's, after reset."""
+    observation_space = spaces.Dict({"pixels": spaces.Box(0, 255, (2,), np.uint8), "cell": spaces.Discrete(4)})
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, key, bad):
+        self.key, self.bad = key, bad
+
+    def reset(self, *, seed=None, options=None):
+        return {"pixels": np.zeros(2, np.uint8), "cell": 0}, {}
+
+    def step(self, action):
+        obs = {"pixels": np.zeros(2, np.uint8), "cell": 1}
+        obs[self.key] = self.bad
+        return obs, 0.0, False, False, {}
+
+
+@pytest.mark.filterwarnings("ignore:.*Raising the last exception:UserWarning")   # gymnasium's, as Async's
+@pytest.mark.parametrize("key, bad", [("pixels", np.array([-1.0, 300.2])), ("pixels", np.array(["a", "b"])),
+                                      ("cell", 2.5), ("cell", np.float32(1.0))])
+def test_an_observation_of_an_uncastable_dtype_is_an_error_as_in_sync(no_leaks, key, bad):
+    """Floats into a uint8 Box (with shared memory numpy wrapped -1.0 and
+    300.2 into 255 and 44) or a Discrete row, strings into numbers:
+    SyncVectorEnv raises a TypeError, and so does shoal's pool, with or
+    without shared memory."""
+    fns = [functools.partial(WrongDtypeObsEnv, key, bad)] * 2
+    sync = SyncVectorEnv(fns)
+    sync.reset(seed=0)
+    with pytest.raises(TypeError, match="Cannot cast"):
+        sync.step(np.zeros(2, np.int64))
+    sync.close()
+    for shared_memory in (True, False):
+        env = AsyncVectorEnv(fns, num_workers=2, shared_memory=shared_memory)
+        env.reset(seed=0)
+        with pytest.raises(TypeError, match="Cannot cast"):
+            env.step(np.zeros(2, np.int64))
+        assert env.closed == shared_memory   # a worker's error closes the pool; over pipes the parent's does not
+        env.close()
+
+
 class LooseTypesEnv(gymnasium.Env):
     """Observations of the right shapes in the loose types envs return:
     numpy and Python scalars, bools, lists, tuples, torch tensors."""
