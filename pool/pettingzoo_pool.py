@@ -10,7 +10,9 @@ Rows: env e, agent k (its index in possible_agents) is row e * A + k. A row
 whose agent is absent (not yet spawned, or gone after it terminated or
 truncated) has mask False and obs, reward and flags zero; its action is
 ignored. On the step an agent leaves, its row still carries that step's
-obs, reward and flag with mask True.
+obs, reward and flag with mask True (zeros for the obs if the env gave it
+none, which pettingzoo's spec asks for but its parallel_api_test only
+warns about).
 
 Agents and spaces: every env has the same possible_agents, in the same
 order (checked). Every agent's action space must be the same (SuperSuit's
@@ -148,8 +150,15 @@ class AgentRows(gymnasium.Env):
         self._clear()
         rows = self._rows
         for agent, obs in observations.items():
+            self._write_obs(self.index[agent], obs)
+        # An agent that stepped holds the step's reward and flags also when the
+        # env left it out of `observations` (off pettingzoo's spec, which
+        # parallel_api_test only warns about; its obs row is then zeros):
+        # dropped, a learner would never see that agent's episode end.
+        stepped = [a for a in actions if a not in observations
+                   and (a in rewards or a in terminations or a in truncations)]
+        for agent in [*observations, *stepped]:
             k = self.index[agent]
-            self._write_obs(k, obs)
             rows["mask"][k] = 1
             rows["reward"][k] = rewards.get(agent, 0.0)
             rows["terminated"][k] = bool(terminations.get(agent, False))

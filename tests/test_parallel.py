@@ -257,6 +257,43 @@ def test_async_halves_time_out_and_leave_the_pool_usable(no_leaks):
         pool.masks
 
 
+class SilentLeaver(ParallelEnv):
+    """Agent "b" leaves on the first step with reward 5 and terminated, but
+    the env gives it no last observation (off pettingzoo's spec: its
+    parallel_api_test only warns); rewards also name "c", which never played."""
+    metadata = {"name": "silent_leaver_v0"}
+    possible_agents = ["a", "b", "c"]
+
+    def observation_space(self, agent):
+        return spaces.Box(-1, 1, (1,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        self.agents = ["a", "b"]
+        return {a: np.ones(1, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.agents = ["a"]
+        return ({"a": np.ones(1, np.float32)}, {"a": 1.0, "b": 5.0, "c": 0.0},
+                {"a": False, "b": True, "c": False}, {"a": False, "b": False, "c": False}, {})
+
+
+def test_an_agent_left_out_of_the_observations_still_ends_in_its_row(no_leaks):
+    """The row of an agent that stepped carries the step's reward and flags
+    even when the env gives it no observation (a zero obs row): dropped, a
+    learner would never see its episode end. "c", absent, stays absent."""
+    pool = ParallelEnvPool([SilentLeaver], num_workers=1)
+    try:
+        pool.reset(seed=0)
+        obs, rewards, terminated, truncated, info = pool.step(np.zeros(3, np.int64))
+        assert rewards.tolist() == [1.0, 5.0, 0.0] and terminated.tolist() == [False, True, False]
+        assert info["mask"].tolist() == [True, True, False] and obs[:, 0].tolist() == [1.0, 0.0, 0.0]
+    finally:
+        pool.close()
+
+
 def test_shoal_env_passes_pettingzoo_api_and_seed_tests():
     parallel_api_test(ShoalParallelEnv("cartpole"), num_cycles=600)
     parallel_seed_test(lambda: ShoalParallelEnv("cartpole"), num_cycles=300)
