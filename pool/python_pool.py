@@ -18,7 +18,10 @@ is how the work moves:
   each worker steps its envs in a Python loop that writes rows in place.
 - Actions of another dtype or structure than the action space's batch (say
   float64 for a float32 Box, or lists) travel pickled instead, so that envs
-  see exactly the rows SyncVectorEnv would pass them.
+  see exactly the rows SyncVectorEnv would pass them. One exception: integer
+  actions that widen into the batch's dtype (int32 or uint8 for a Discrete
+  or MultiDiscrete space's int64) are copied into shared memory, so an env
+  sees the same values as int64 where SyncVectorEnv passes them as given.
 - Nothing is pickled on a step unless there is something to say: a worker
   sends infos (and SAME_STEP final observations) only when an env returned a
   non-empty info, and flags that in its control block. They are pickled into
@@ -322,12 +325,38 @@ def _error_report(worker: int, env: int | None = None) -> tuple:
     """(worker, pickled exception or None, type name, message, traceback,
     the env that raised or None)."""
     error = __import__("sys").exc_info()[1]
-    try:
-        payload = pickle.dumps(error)
-        pickle.loads(payload)  # some exceptions pickle but cannot be rebuilt
-    except Exception:
-        payload = None
+    payload = None
+    # As pickle does it; else by parts: pickle rebuilds an exception by
+    # calling its class with its args, which fails for an __init__ that takes
+    # other arguments (MyError(message, code) sets args to (message,)).
+    for form in (error, _ErrorParts(error)):
+        try:
+            payload = pickle.dumps(form)
+            pickle.loads(payload)  # some exceptions pickle but cannot be rebuilt
+            break
+        except Exception:
+            payload = None
     return worker, payload, type(error).__name__, str(error), traceback.format_exc(), env
+
+
+class _ErrorParts:
+    """Pickles an exception as its class (by reference: the parent imports
+    it), args and attributes; unpickled, it is that exception again, made
+    without calling __init__, so the caller's `except MyError` still matches."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+    def __reduce__(self):
+        error = self.error
+        return _rebuilt_error, (type(error), error.args, dict(getattr(error, "__dict__", {})))
+
+
+def _rebuilt_error(cls: type, args: tuple, attributes: dict) -> BaseException:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(attributes)
+    return error
 
 
 def _worker_main(worker: int, env_fns: CloudpickleWrapper, start: int, memory: _SharedMemory,

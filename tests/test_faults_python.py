@@ -227,6 +227,34 @@ def test_an_env_calling_sys_exit_is_an_error_not_the_parents_exit(no_leaks):
         envs.close()
 
 
+class CodedError(Exception):
+    """An exception whose __init__ takes more than its args (a common
+    pattern): pickle cannot rebuild it from its args alone."""
+
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.code = code
+
+
+class RaisesCoded(Simple):
+    def step(self, action):
+        raise CodedError("bad state", 7)
+
+
+def test_an_env_exception_pickle_cannot_rebuild_keeps_its_type(no_leaks):
+    """SyncVectorEnv's caller catches the env's own exception class; so does
+    shoal's: the worker sends it by parts (class, args, attributes) when
+    pickle cannot rebuild it, where it used to arrive as a RuntimeError."""
+    envs = AsyncVectorEnv([RaisesCoded, Simple], num_workers=2)
+    try:
+        envs.reset(seed=0)
+        with pytest.warns(UserWarning), pytest.raises(CodedError, match="bad state") as caught:
+            envs.step(np.zeros(2, np.int64))
+        assert caught.value.code == 7 and caught.value.args == ("bad state",) and envs.closed
+    finally:
+        envs.close()
+
+
 # ---------------------------------------------------------------------------
 # Standing fault matrix: {AsyncVectorEnv, ParallelEnvPool} x start methods x
 # {env raises in step, worker SIGKILLed}
