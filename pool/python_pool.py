@@ -85,7 +85,7 @@ from shoal.pool.spaces import (
     row_writer,
 )
 from shoal.pool.workers import WAIT_SLICE_S as _WAIT_SLICE_S
-from shoal.pool.workers import ParentWatch, Workers, in_a_method_of, start_method, start_worker
+from shoal.pool.workers import ParentWatch, Workers, exited, in_a_method_of, start_method, start_worker
 
 # What a worker's control block says about its last command.
 STATUS_QUIET = 0   # results are in shared memory, nothing on the pipe
@@ -1036,7 +1036,7 @@ class AsyncVectorEnv(VectorEnv):
         try:
             start()
         except BaseException as error:
-            dead = [k for k, p in enumerate(self._workers.processes) if not p.is_alive()]
+            dead = [k for k, p in enumerate(self._workers.processes) if exited(p)]
             failure = self._workers.failure(dead[0], "died") if dead else None
             self._close_now()
             if failure is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import multiprocessing.connection
 import multiprocessing.process
 import os
 import signal
@@ -173,6 +174,18 @@ def _forget_workers_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_workers_after_fork)
 
 
+def exited(process) -> bool:
+    """Whether a started worker has ended: its sentinel (a pipe end the
+    child holds until it exits) reads ready. Process.is_alive() asks
+    waitpid, which fails once the child was reaped elsewhere (SIGCHLD
+    ignored, inherited as ignored, or a handler that reaps every child):
+    it then answers "alive" for ever, and a dead worker went unseen. (An
+    exit status already read counts first: a forkserver worker's sentinel
+    carries the status, and reads ready again only once the forkserver
+    closes its end.)"""
+    return process.exitcode is not None or bool(mp.connection.wait([process.sentinel], timeout=0))
+
+
 def _not_closed(process) -> bool:
     """A started process not yet close()d (multiprocessing keeps the handle
     private: _popen is set by start() and cleared by close())."""
@@ -219,7 +232,7 @@ class Workers:
         (all of a command's workers not yet done: a dead one after a busy
         one is reported now, not once those before it finish)."""
         for k in range(first, stop):
-            if not self.processes[k].is_alive():
+            if exited(self.processes[k]):
                 raise self.failure(k, "died")
 
     def failure(self, k: int, what: str) -> WorkerError:
@@ -230,13 +243,15 @@ class Workers:
             process.join(timeout=1.0)
         code = process.exitcode
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        if code is None and exited(process):
+            how = "exit status unknown: reaped elsewhere, SIGCHLD is ignored or handled in this process"
         return WorkerError(f"{self.describe(k)} {what} ({how}); the pool is closed")
 
     def receive(self, k: int, pipe, what: str = "died"):
         """The next message from worker k on `pipe`; its failure(k, what) if
         it dies (or closes the pipe) first."""
         while not pipe.poll(WAIT_SLICE_S):
-            if not self.processes[k].is_alive():
+            if exited(self.processes[k]):
                 raise self.failure(k, what)
         try:
             return pipe.recv()
@@ -260,16 +275,17 @@ class Workers:
         # exception from a signal handler deferred_signals does not cover)
         # is finished by the next one, which skips what is done.
         started = [p for p in self.processes if _not_closed(p)]
-        if any(p.is_alive() for p in started) and self.buffers.region.memory is not None:
+        if any(not exited(p) for p in started) and self.buffers.region.memory is not None:
             _native.send(self.buffers.control_address, 0, len(self.processes), _native.CMD_CLOSE)
         for p in started:
             p.join(timeout=join_timeout)
         for p in started:
-            if p.is_alive():
+            if not exited(p):
                 p.kill()
                 p.join(timeout=1.0)
-            if not p.is_alive():
-                p.close()  # releases its sentinel descriptor
+            if exited(p):
+                with contextlib.suppress(ValueError):   # its status was reaped elsewhere (SIGCHLD ignored)
+                    p.close()  # releases its sentinel descriptor
         self.processes = [p for p in self.processes if _not_closed(p)]   # one that would not die stays
         self.buffers.close()
 
@@ -278,6 +294,6 @@ class Workers:
         if os.getpid() != self.owner_pid:
             return
         for p in self.processes:
-            if p.is_alive():
+            if not exited(p):
                 p.kill()
         self.shutdown()

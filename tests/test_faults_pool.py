@@ -217,6 +217,40 @@ def test_a_dead_worker_is_reported_while_an_earlier_one_is_still_busy(kind, no_l
     assert pool.closed
 
 
+@pytest.mark.parametrize("kind", ["native", "python"])
+def test_a_dead_worker_is_reported_when_sigchld_is_ignored(kind):
+    """With SIGCHLD ignored (or inherited as ignored from a launcher, or a
+    handler that reaps every child), the kernel reaps a dead worker at once:
+    Process.is_alive() (waitpid) then says "alive" for ever, and the step
+    hung. The worker's sentinel still tells."""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        if kind == "native":
+            pool = Multiprocessing("cartpole", 8, num_workers=2, seed=0, timeout=30)
+            step = lambda: pool.step(np.zeros(8, np.int32))   # noqa: E731
+        else:
+            pool = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
+            pool.reset(seed=0)
+
+            def step():
+                pool.step_async(np.zeros(2, np.int64))
+                pool.step_wait(timeout=30)
+        try:
+            victim = pool._workers.processes[0]
+            os.kill(victim.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 5
+            while alive(victim.pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            start = time.monotonic()
+            with pytest.raises(WorkerError, match="worker 0 .* died"):
+                step()
+            assert time.monotonic() - start < 10.0 and pool.closed
+        finally:
+            pool.close()
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+
+
 def test_timeout_is_validated_and_serial_accepts_it():
     with pytest.raises(ValueError, match="timeout"):
         Serial("cartpole", 2, timeout=0)
