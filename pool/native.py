@@ -932,8 +932,8 @@ def _worker_main(buffers: Buffers, worker: int, start: int, stop: int, mode: int
                  keep_final: bool, watch: ParentWatch, ready) -> None:
     """Entry point of a worker process: build the block, then serve commands.
     It exits when the pool's process does (watch: see shoal.pool.workers)."""
-    start_worker(watch, buffers.region)
-    try:
+    try:   # a failure to start (no thread for the parent watch: a pids limit) is reported too
+        start_worker(watch, buffers.region)
         block = buffers.spec.load_binding().Block(buffers, start, stop, mode, keep_final)
     except BaseException:
         ready.send(traceback.format_exc())

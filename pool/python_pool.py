@@ -364,10 +364,10 @@ def _worker_main(worker: int, env_fns: CloudpickleWrapper, start: int, memory: _
                  single_action_space: Space, pipe, parent_end, watch: ParentWatch) -> None:
     """Entry point of a worker process: build the envs, report, serve commands.
     It exits when the pool's process does (watch: see shoal.pool.workers)."""
-    start_worker(watch, memory.region)
     if parent_end is not None:
         parent_end.close()
-    try:
+    try:   # a failure to start (no thread for the parent watch: a pids limit) is reported too
+        start_worker(watch, memory.region)
         envs = [fn() for fn in env_fns.fn]
         block = _EnvBlock(envs, start, memory, autoreset_mode, single_observation_space)
         pipe.send(("ready", block.check_spaces(observation_mode, single_observation_space,

@@ -215,6 +215,11 @@ class Workers:
         append below would leave a started worker that no shutdown knows
         of, holding the pool's memory until this process exits: their
         handlers run after it is listed (deferred_signals)."""
+        if mp.current_process().daemon:   # multiprocessing's own error is a bare assert
+            raise RuntimeError("this process is daemonic (a multiprocessing.Pool, torch DataLoader "
+                               "or SB3 SubprocVecEnv worker), and daemonic processes cannot start "
+                               "worker processes: make the pool with backend='serial' here (it "
+                               "steps its envs in this process)")
         process = ctx.Process(target=target, name=name, args=args, daemon=daemon)
         with deferred_signals():
             process.start()

@@ -251,6 +251,39 @@ def test_a_dead_worker_is_reported_when_sigchld_is_ignored(kind):
         signal.signal(signal.SIGCHLD, previous)
 
 
+def test_a_worker_that_cannot_start_says_why(monkeypatch, no_leaks):
+    """A worker whose start fails before its env is built (no thread for its
+    parent watch under a pids limit) reports the cause to the caller; it was
+    only on the worker's stderr, the caller seeing "exited while starting"."""
+    from shoal.pool import workers
+
+    def no_thread(*args):
+        raise BlockingIOError(11, "cannot start the parent watcher thread")
+    monkeypatch.setattr(workers._native, "watch_parent", no_thread)   # forked workers inherit it
+    with pytest.raises(WorkerError, match="cannot start the parent watcher thread"):
+        shoal.make("CartPole", 4, num_workers=2)
+    with pytest.warns(UserWarning), pytest.raises(BlockingIOError, match="cannot start the parent watcher"):
+        AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
+
+
+def _make_a_pool_here(backend):
+    try:
+        with shoal.make("CartPole", 4, num_workers=2, backend=backend) as pool:
+            return pool.reset(seed=0)[0].shape
+    except RuntimeError as e:
+        return str(e)
+
+
+def test_a_pool_in_a_daemonic_process_says_to_step_serially(no_leaks):
+    """A multiprocessing.Pool (or DataLoader, SubprocVecEnv) worker may not
+    start processes: multiprocessing's bare AssertionError becomes an error
+    that names the way out, and backend="serial" works there."""
+    import multiprocessing as mp
+    with mp.get_context("fork").Pool(1) as workers:
+        refused, served = workers.map(_make_a_pool_here, ["multiprocessing", "serial"])
+    assert "daemonic" in refused and "backend='serial'" in refused and served == (4, 4)
+
+
 def test_timeout_is_validated_and_serial_accepts_it():
     with pytest.raises(ValueError, match="timeout"):
         Serial("cartpole", 2, timeout=0)
