@@ -125,3 +125,23 @@ def test_walking_right_beats_random():
     right = mean_return(lambda rng: np.ones(64, np.int32))
     random = mean_return(lambda rng: rng.integers(0, 2, 64).astype(np.int32))
     assert right > 0.8 > random
+
+
+def test_arriving_on_the_last_step_is_terminated_and_truncated():
+    """As gymnasium's TimeLimit (and sync make_vec, and a user's shorter
+    max_episode_steps): the step limit truncates, terminated on that step
+    too or not; the C limit used to leave truncated False there."""
+    import gymnasium
+    actions = [0] * (MAX_STEPS - 15) + [1] * 15   # to the wall at 0, then 15 cells right on the last step
+    pool = Serial("Corridor", 1, seed=0)
+    pool.reset(seed=0)
+    for a in actions:
+        obs, rew, term, trunc, _ = pool.step(np.array([a], np.int32))
+    assert term[0] and trunc[0] and rew[0] == 1.0
+    pool.close()
+    sync = gymnasium.make_vec("shoal/Corridor-v0", 1, vectorization_mode="sync")
+    sync.reset(seed=0)
+    for a in actions:
+        _, _, sync_term, sync_trunc, _ = sync.step(np.array([a]))
+    assert sync_term[0] and sync_trunc[0]
+    sync.close()

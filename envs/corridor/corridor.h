@@ -53,7 +53,7 @@ SHOAL_FN int corridor_step(corridor_env* env, const int32_t* act, float* obs, fl
     corridor_write_obs(env, obs);
     rew[0] = arrived ? 1.0f : -0.01f;
     term[0] = (uint8_t)arrived;
-    trunc[0] = (uint8_t)(out_of_time && !arrived);
+    trunc[0] = (uint8_t)out_of_time;   /* as gymnasium's TimeLimit: terminated on that step too or not */
     mask[0] = 1;
     return arrived || out_of_time;
 }

@@ -56,7 +56,8 @@
  * mask 0 and zero until the env resets. Traffic agents leave the same way.
  *
  * Episode end: terminal when no controlled agent is left; truncated after
- * DRIVE_MAX_STEPS (200) steps (truncation = 1 on every row still live).
+ * DRIVE_MAX_STEPS (200) steps (truncation = 1 on every row reported that
+ * step, terminated too or not, as gymnasium's TimeLimit).
  */
 #ifndef SHOAL_DRIVE_H
 #define SHOAL_DRIVE_H
@@ -496,7 +497,7 @@ SHOAL_FN int drive_step(drive_env* env, const int32_t* act, float* obs, float* r
         reported[a] = 1;
         rew[a] = r;
         term[a] = (uint8_t)leaves;
-        trunc[a] = (uint8_t)(time_up && !leaves);
+        trunc[a] = (uint8_t)time_up;   /* as gymnasium's TimeLimit: terminated on that step too or not */
         controlled_left += !leaves;
     }
     for (int a = 0; a < DRIVE_AGENTS; a++) {

@@ -46,8 +46,9 @@
  * third the agent terminates and leaves the world (its later rows are
  * masked out and zero; other agents neither see it nor bump into it).
  *
- * Episode end. Every episode is truncated after 500 steps (rows of agents
- * still present get truncated = 1). PointGoal episodes also end when every
+ * Episode end. Every episode is truncated after 500 steps (every row
+ * reported on that step gets truncated = 1, terminated too or not, as
+ * gymnasium's TimeLimit). PointGoal episodes also end when every
  * agent has terminated.
  */
 #ifndef SHOAL_EXPLORER_H
@@ -456,7 +457,7 @@ SHOAL_FN int explorer_step(explorer_env* env, const int32_t* act, float* obs, fl
         (void)fresh;
 #endif
         mask[a] = 1;
-        trunc[a] = (uint8_t)(truncated && !term[a]);
+        trunc[a] = (uint8_t)truncated;   /* as gymnasium's TimeLimit: terminated on that step too or not */
         present += env->agents[a].active;
     }
     return truncated || present == 0;
