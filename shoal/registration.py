@@ -125,7 +125,8 @@ def register_envs() -> list[str]:
             # A gymnasium.Env is single-agent: a multi-agent env has only the
             # vector entry point (its agent rows are the sub-envs) and, outside
             # gymnasium, the pettingzoo view (shoal.pettingzoo_env).
-            entry_point="shoal.registration:make_single_env" if env_spec.agents == 1 else _multi_agent_make,
+            entry_point=("shoal.registration:make_single_env" if env_spec.agents == 1
+                         else "shoal.registration:_multi_agent_make"),   # strings: specs serialise to JSON
             vector_entry_point="shoal.registration:make_native_vector_env",
             kwargs={"env_name": env_spec.name},
             reward_threshold=env_spec.reward_threshold,

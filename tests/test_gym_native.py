@@ -522,3 +522,16 @@ def test_sub_env_spec_carries_the_pools_kwargs_and_limit(env_id, kwargs):
         native.close()
         sync.close()
         sb3.close()
+
+
+def test_every_registered_id_serialises_to_json_and_back():
+    """Every shoal id's gymnasium spec (multi-agent ones too: their entry
+    point was a Python function, which gymnasium cannot serialise) goes
+    through EnvSpec.to_json / from_json unchanged."""
+    from gymnasium.envs.registration import EnvSpec
+
+    ids = [env_id for env_id in gymnasium.registry if env_id.startswith("shoal/")]
+    assert "shoal/Snake-v0" in ids and "shoal/CartPole-v0" in ids
+    for env_id in ids:
+        spec = gymnasium.spec(env_id)
+        assert EnvSpec.from_json(spec.to_json()) == spec, env_id
