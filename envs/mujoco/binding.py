@@ -412,8 +412,8 @@ class FrameRenderer:
             self._context.free()
             self._context = self._mjr_context = None
 
-    def __del__(self):
-        if not sys.is_finalizing():   # at exit EGL's display is gone already, and the OS frees all
+    def __del__(self, _finalizing=sys.is_finalizing):   # bound now: at exit the module's globals are None
+        if not _finalizing():   # at exit EGL's display is gone already, and the OS frees all
             self.close()
 
 
