@@ -89,8 +89,12 @@ def check_reset_options(options: dict | None, spec) -> None:
     (its binding's GYMNASIUM_RESET_OPTIONS: CartPole-v1's "low" / "high",
     its initial-state range): ignored, they would give a wrong result, so
     they are a ValueError."""
-    if options is not None and not isinstance(options, dict):
+    if options is None:
+        return
+    if not isinstance(options, dict):
         raise TypeError(f"reset options must be a dict or None, got {type(options).__name__}")
+    if options.keys() <= {"reset_mask"}:   # the usual case, at once (a masked reset may come every step)
+        return
     honoured_elsewhere = getattr(spec.load_binding(), "GYMNASIUM_RESET_OPTIONS", ())
     refused = sorted(key for key in (options or {}) if key in honoured_elsewhere)
     if refused:
