@@ -233,7 +233,7 @@ class ShoalVecEnv(_SameStepVecEnv):
             seed = [seeds[i * self.env_spec.agents] for i in range(self.pool.num_envs)]
         else:
             seed = None
-        return self.pool.reset(seed=seed, options=options)   # the pool refuses any but reset_mask
+        return self.pool.reset(seed=seed, options=options)   # options gymnasium would honour and shoal cannot are refused
 
     def _step_vector(self, actions: np.ndarray) -> tuple:
         obs, rewards, terminated, truncated, info = self.pool.step(actions)
