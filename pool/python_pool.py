@@ -280,13 +280,21 @@ class _EnvBlock:
         for env, value in zip(self.envs, values, strict=True):
             env.set_wrapper_attr(name, value)
 
-    def is_wrapped(self, wrapper_class: type) -> list[bool]:
-        """Per env: is a `wrapper_class` among its wrappers (outermost to innermost)?"""
+    def is_wrapped(self, module: str, qualname: str) -> list[bool] | None:
+        """Per env: is a wrapper of class module.qualname among its wrappers
+        (outermost to innermost; the env itself is not a wrapper)? None when
+        this process cannot find the class (defined after the fork, or in
+        __main__ under spawn): the parent says so, and the pool goes on."""
+        wrapper_class = sys.modules.get(module)
+        for name in qualname.split("."):
+            wrapper_class = getattr(wrapper_class, name, None)
+        if not isinstance(wrapper_class, type):
+            return None
         results = []
         for env in self.envs:
             while isinstance(env, Wrapper) and not isinstance(env, wrapper_class):
                 env = env.env
-            results.append(isinstance(env, wrapper_class))
+            results.append(isinstance(env, Wrapper))
         return results
 
     def check_spaces(self, observation_mode, single_observation_space, single_action_space):
@@ -332,10 +340,12 @@ def _error_report(worker: int, env: int | None = None) -> tuple:
     for form in (error, _ErrorParts(error)):
         try:
             payload = pickle.dumps(form)
-            pickle.loads(payload)  # some exceptions pickle but cannot be rebuilt
-            break
+            rebuilt = pickle.loads(payload)  # some exceptions pickle but cannot be rebuilt
+            if form is error or str(rebuilt) == str(error):   # by parts, fields in C slots (OSError's) are lost
+                break
         except Exception:
-            payload = None
+            pass
+        payload = None
     return worker, payload, type(error).__name__, str(error), traceback.format_exc(), env
 
 
@@ -944,9 +954,15 @@ class AsyncVectorEnv(VectorEnv):
             raise AlreadyPendingCallError(f"Calling `env_is_wrapped` while waiting for a pending call to "
                                           f"`{self._state.value}` to complete.", str(self._state.value))
         self._drain()
-        messages = [("is_wrapped", wrapper_class)] * self.num_workers
+        # By name: unpickling a class a worker cannot find would be an env
+        # error, and close the pool over a question.
+        messages = [("is_wrapped", wrapper_class.__module__, wrapper_class.__qualname__)] * self.num_workers
         self._start_command(lambda: self._send_messages(messages))
         replies = self._finish(None, "env_is_wrapped")
+        if any(block is None for block in replies):
+            raise ValueError(f"the workers cannot find {wrapper_class.__module__}.{wrapper_class.__qualname__} "
+                             f"(a class defined after they started, or in __main__ under spawn / "
+                             f"forkserver), so they cannot say whether their envs are wrapped in it")
         return tuple(result for block in replies for result in block)
 
     def worker_busy_seconds(self) -> np.ndarray:

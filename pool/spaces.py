@@ -130,7 +130,9 @@ def _leaf_writer(batch: np.ndarray) -> Callable[[int, Any], None]:
         key = getattr(value, "dtype", None) or type(value)
         ok = castable.get(key)
         if ok is None:
-            ok = castable[key] = _casts_same_kind(value, row_dtype)
+            ok = _casts_same_kind(value, row_dtype)
+            if isinstance(key, np.dtype) or key in _SCALAR_DTYPES:   # not lists: each may hold other types
+                castable[key] = ok
         if not ok:
             dtype = getattr(value, "dtype", None) or np.asarray(value).dtype
             raise TypeError(f"Cannot cast array data from {dtype!r} to {row_dtype!r} according to the rule "

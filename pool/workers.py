@@ -218,8 +218,9 @@ class Workers:
         if mp.current_process().daemon:   # multiprocessing's own error is a bare assert
             raise RuntimeError("this process is daemonic (a multiprocessing.Pool, torch DataLoader "
                                "or SB3 SubprocVecEnv worker), and daemonic processes cannot start "
-                               "worker processes: make the pool with backend='serial' here (it "
-                               "steps its envs in this process)")
+                               "worker processes: make the pool with backend='serial' here "
+                               "(shoal.make, make_vec: it steps its envs in this process), or use "
+                               "gymnasium's SyncVectorEnv for Python envs")
         process = ctx.Process(target=target, name=name, args=args, daemon=daemon)
         with deferred_signals():
             process.start()
@@ -285,12 +286,14 @@ class Workers:
         for p in started:
             p.join(timeout=join_timeout)
         for p in started:
-            if not exited(p):
+            killed = not exited(p)
+            if killed:
                 p.kill()
                 p.join(timeout=1.0)
             if exited(p):
-                with contextlib.suppress(ValueError):   # its status was reaped elsewhere (SIGCHLD ignored)
-                    p.close()  # releases its sentinel descriptor
+                if p.exitcode is None:   # reaped elsewhere (SIGCHLD ignored): its status is lost,
+                    p._popen.returncode = -signal.SIGKILL if killed else 0   # and close() needs one
+                p.close()  # releases its sentinel descriptor
         self.processes = [p for p in self.processes if _not_closed(p)]   # one that would not die stays
         self.buffers.close()
 

@@ -113,6 +113,20 @@ def _env_value(values, i: int):
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _same_value(a, b) -> bool:
+    """a == b for option values: dicts, lists and tuples item by item, arrays
+    element by element (their == is an array)."""
+    if a is b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same_value, a, b))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    return bool(a == b)
+
+
 class _SameStepVecEnv(VecEnv):
     """SB3's reset / step_async / step_wait over a vector env that autoresets
     in SAME_STEP mode; a subclass says how to reset and step it and
@@ -151,15 +165,10 @@ class _SameStepVecEnv(VecEnv):
         if not any(options):
             return None
         first = options[0]
-        for other in options[1:]:
-            try:
-                same = other is first or bool(other == first)
-            except ValueError:   # array values: == is elementwise
-                same = other.keys() == first.keys() and all(
-                    np.array_equal(other[k], first[k]) for k in first)
-            if not same:
-                raise ValueError("set_options() gave the envs different options: a vector env resets "
-                                 "every env with one options dict (pass one dict to set_options)")
+        if not all(_same_value(other, first) for other in options[1:]):
+            self._reset_options()   # refused once: the next reset() goes on without them
+            raise ValueError("set_options() gave the envs different options: a vector env resets "
+                             "every env with one options dict (pass one dict to set_options)")
         return dict(first)
 
     def step_async(self, actions: np.ndarray) -> None:

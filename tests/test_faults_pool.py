@@ -247,6 +247,10 @@ def test_a_dead_worker_is_reported_when_sigchld_is_ignored(kind):
             assert time.monotonic() - start < 10.0 and pool.closed
         finally:
             pool.close()
+        before = len(os.listdir("/proc/self/fd"))   # and a clean close frees every descriptor
+        for _ in range(3):
+            Multiprocessing("cartpole", 4, num_workers=2, seed=0).close()
+        assert len(os.listdir("/proc/self/fd")) == before
     finally:
         signal.signal(signal.SIGCHLD, previous)
 

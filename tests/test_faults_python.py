@@ -241,6 +241,30 @@ class RaisesCoded(Simple):
         raise CodedError("bad state", 7)
 
 
+class NotFound(OSError):
+    def __init__(self, path):
+        super().__init__(2, "no such thing", path)
+
+
+class RaisesNotFound(Simple):
+    def step(self, action):
+        raise NotFound("/data/level.bin")
+
+
+def test_an_exception_whose_fields_would_be_lost_keeps_its_message(no_leaks):
+    """An OSError subclass keeps errno and filename in C slots that a rebuild
+    by parts loses: it comes back as a RuntimeError with the original text,
+    not as its class with a garbled message and errno None."""
+    envs = AsyncVectorEnv([RaisesNotFound, Simple], num_workers=2)
+    try:
+        envs.reset(seed=0)
+        with pytest.warns(UserWarning), pytest.raises(RuntimeError,
+                                                      match=r"NotFound: \[Errno 2\] no such thing: '/data/level.bin'"):
+            envs.step(np.zeros(2, np.int64))
+    finally:
+        envs.close()
+
+
 def test_an_env_exception_pickle_cannot_rebuild_keeps_its_type(no_leaks):
     """SyncVectorEnv's caller catches the env's own exception class; so does
     shoal's: the worker sends it by parts (class, args, attributes) when

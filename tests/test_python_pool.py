@@ -437,6 +437,29 @@ def test_an_observation_of_an_uncastable_dtype_is_an_error_as_in_sync(no_leaks, 
         env.close()
 
 
+class ListObsEnv(gymnasium.Env):
+    """Observations as lists: ints at reset, floats from step."""
+    observation_space = spaces.Box(-1000, 1000, (3,), np.int64)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return [0, 0, 0], {}
+
+    def step(self, action):
+        return [-1.7, 300.2, 5.9], 0.0, False, False, {}
+
+
+@pytest.mark.filterwarnings("ignore:.*Raising the last exception:UserWarning")
+def test_lists_are_checked_each_time_not_by_their_type(no_leaks):
+    """A list of ints passes; a later list of floats into the int64 row is
+    SyncVectorEnv's TypeError, not truncated to [-1, 300, 5]."""
+    env = AsyncVectorEnv([ListObsEnv] * 2, num_workers=1)
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match="Cannot cast"):
+        env.step(np.zeros(2, np.int64))
+    env.close()
+
+
 class LooseTypesEnv(gymnasium.Env):
     """Observations of the right shapes in the loose types envs return:
     numpy and Python scalars, bools, lists, tuples, torch tensors."""

@@ -241,6 +241,13 @@ def test_vector_env_adapter_sees_a_monitor_inside_and_its_episode_infos(vector):
         assert ours.env_is_wrapped(Monitor) == ref.env_is_wrapped(Monitor) == [True, True, False]
         assert ours.env_is_wrapped(Monitor, indices=[2, 0]) == [False, True]
         assert ours.env_is_wrapped(VecNormalize) == [False] * n   # not a gymnasium.Wrapper at all
+        base = type(gymnasium.make("CartPole-v1").unwrapped)
+        assert ours.env_is_wrapped(base) == ref.env_is_wrapped(base) == [False] * n   # the env is no wrapper
+        if vector == "shoal":   # a class the workers cannot find: an error, and the pool goes on
+            Local = type("Local", (gymnasium.Wrapper,), {"__module__": "nowhere_to_be_found"})
+            with pytest.raises(ValueError, match="cannot find nowhere_to_be_found.Local"):
+                ours.env_is_wrapped(Local)
+            assert ours.env_is_wrapped(Monitor) == [True, True, False]
         ours.seed(3)
         ref.seed(3)
         ours.reset()
