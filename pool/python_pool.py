@@ -1035,7 +1035,9 @@ class AsyncVectorEnv(VectorEnv):
                         f"and shared memory): create one in each process instead")
 
     def __del__(self):
-        if not getattr(self, "closed", True):
+        # vars(), not getattr: VectorEnv's class attribute `closed = False`
+        # would make an instance whose __init__ never ran (a bad keyword) look open
+        if not vars(self).get("closed", True):
             self.close(terminate=True)
 
     # ---- helpers ------------------------------------------------------------------------

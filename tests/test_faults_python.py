@@ -331,3 +331,16 @@ def test_matrix_killed_worker(kind, context, no_leaks):
         assert pool.closed
     finally:
         pool.close()
+
+
+def test_a_constructor_given_a_bad_keyword_leaves_nothing_to_finalize(monkeypatch):
+    """AsyncVectorEnv(..., backend="serial") is a TypeError before __init__
+    runs; its __del__ took the class's `closed = False` for an open pool and
+    printed "Exception ignored in AsyncVectorEnv.__del__"."""
+    import gc
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with pytest.raises(TypeError, match="backend"):
+        AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")], backend="serial")
+    gc.collect()
+    assert unraisable == []
