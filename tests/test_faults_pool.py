@@ -574,12 +574,18 @@ def test_forked_child_exiting_leaves_the_workers(kind, tmp_path):
 
 # ---- 10. a closed pool's memory is not held by later pools' workers -------------------------
 def _holds_inode(pid, inode):
+    """Whether process pid maps or holds the memfd of inode `inode`. The
+    memfd is named too: an inode number alone also matches a file of
+    another filesystem (a library a worker maps), and once did in CI."""
     with open(f"/proc/{pid}/maps") as maps:
-        if any(line.split()[4] == str(inode) for line in maps if len(line.split()) >= 6):
-            return True
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and fields[4] == str(inode) and fields[5].startswith("/memfd:"):
+                return True
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
-            if os.stat(f"/proc/{pid}/fd/{fd}").st_ino == inode:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:") \
+                    and os.stat(f"/proc/{pid}/fd/{fd}").st_ino == inode:
                 return True
         except OSError:
             pass
