@@ -96,7 +96,7 @@ EOF"
         ;;
     gputests)
         stage gputests 240 "$PY -P -m pytest -v -rs -p no:cacheprovider --import-mode=importlib --durations=10 \
-            tests/test_cuda_backend.py tests/test_cuda_kernels.py tests/test_headers_nvcc.py tests/test_train.py"
+            tests/test_cuda_backend.py tests/test_cuda_kernels.py tests/test_train.py"
         ;;
     suite)
         stage suite 400 "$PY -P -m pytest -q -rs -p no:cacheprovider --import-mode=importlib --durations=15 tests"

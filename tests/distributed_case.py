@@ -55,17 +55,24 @@ def update_cfg() -> dict:
 SUM_PATHS = ("all_gather", "all_reduce", "node_sum")
 
 
-def _rank_main(rank: int, init_file: str, out: str, path: str) -> None:
-    """One rank of the exact-math case; path: how sums travel (SUM_PATHS)."""
-    if path == "all_reduce":
-        distributed.GATHER_SUM_MAX_FLOATS = 0   # every gloo sum by all-reduce
+def _rank_main(rank: int, init_file: str, out: str) -> None:
+    """One rank of the exact-math case, once per way sums travel (SUM_PATHS),
+    in one process group (a spawn per path would start torch twice more):
+    writes out/rank<rank>_<path>.pt."""
     torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     dist = Dist(rank=rank, world_size=2, local_rank=rank, local_world_size=2, backend="gloo")
-    if path == "node_sum":   # 64-byte slots: the gradient sum grows them first
-        dist.node_sum = distributed.NodeSum.open(rank, 2, 64, timeout_s=60)
+    default_gather_max = distributed.GATHER_SUM_MAX_FLOATS
     half = R // 2
-    grads, rms = one_update(update_cfg(), fake_rollout(slice(rank * half, (rank + 1) * half), make_data()), dist)
-    torch.save({"grads": grads, "rms": rms}, os.path.join(out, f"rank{rank}.pt"))
+    for path in SUM_PATHS:
+        # all_reduce: every gloo sum by all-reduce, none gathered
+        distributed.GATHER_SUM_MAX_FLOATS = 0 if path == "all_reduce" else default_gather_max
+        if path == "node_sum":   # 64-byte slots: the gradient sum grows them first
+            dist.node_sum = distributed.NodeSum.open(rank, 2, 64, timeout_s=60)
+        grads, rms = one_update(update_cfg(), fake_rollout(slice(rank * half, (rank + 1) * half), make_data()), dist)
+        torch.save({"grads": grads, "rms": rms}, os.path.join(out, f"rank{rank}_{path}.pt"))
+        if dist.node_sum is not None:
+            dist.node_sum.close()
+            dist.node_sum = None
     dist.close()
 
 

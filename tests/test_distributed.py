@@ -25,22 +25,23 @@ from distributed_case import (R, SUM_PATHS, _rank_cannot_share, _rank_config_che
 from helpers import alive, children  # noqa: E402
 
 
-@pytest.mark.parametrize("path", SUM_PATHS)
-def test_two_ranks_average_to_the_single_process_gradient(tmp_path, path):
+def test_two_ranks_average_to_the_single_process_gradient(tmp_path):
     """One update on 2 ranks holding half the rows each gives the gradients
     (after averaging) and obs statistics of one process holding all rows,
-    whichever way the sums travel; both ranks hold the same values, bit for bit."""
-    torch.multiprocessing.spawn(_rank_main, args=(str(tmp_path / "init"), str(tmp_path), path), nprocs=2)
+    whichever way the sums travel (SUM_PATHS); both ranks hold the same
+    values, bit for bit."""
+    torch.multiprocessing.spawn(_rank_main, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2)
     grads, rms = one_update(update_cfg(), fake_rollout(slice(0, R), make_data()), Dist.single())
-    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
-    for name in grads:
-        assert torch.equal(ranks[0]["grads"][name], ranks[1]["grads"][name]), name
-    for r in ranks:
-        for name, g in grads.items():
-            torch.testing.assert_close(r["grads"][name], g, rtol=1e-5, atol=1e-6, msg=name)
-        for k, v in rms.items():
-            torch.testing.assert_close(r["rms"][k], v, rtol=1e-12, atol=1e-12, msg=k)
     assert any(g.abs().sum() > 0 for g in grads.values())  # a real gradient, not all zeros
+    for path in SUM_PATHS:
+        ranks = [torch.load(tmp_path / f"rank{r}_{path}.pt") for r in range(2)]
+        for name in grads:
+            assert torch.equal(ranks[0]["grads"][name], ranks[1]["grads"][name]), (path, name)
+        for r in ranks:
+            for name, g in grads.items():
+                torch.testing.assert_close(r["grads"][name], g, rtol=1e-5, atol=1e-6, msg=f"{path} {name}")
+            for k, v in rms.items():
+                torch.testing.assert_close(r["rms"][k], v, rtol=1e-12, atol=1e-12, msg=f"{path} {k}")
 
 
 def test_node_sum_names_a_rank_that_left_within_a_second(tmp_path):
