@@ -130,24 +130,30 @@ def _leaf_writer(batch: np.ndarray) -> Callable[[int, Any], None]:
         key = getattr(value, "dtype", None) or type(value)
         ok = castable.get(key)
         if ok is None:
-            ok = _casts_same_kind(value, row_dtype)
+            ok = _casts_same_kind(_value_dtype(value), row_dtype)
             if isinstance(key, np.dtype) or key in _SCALAR_DTYPES:   # not lists: each may hold other types
                 castable[key] = ok
         if not ok:
-            dtype = getattr(value, "dtype", None) or np.asarray(value).dtype
-            raise TypeError(f"Cannot cast array data from {dtype!r} to {row_dtype!r} according to the rule "
-                            f"'same_kind' (the env returned an observation outside its observation_space; "
+            raise TypeError(f"Cannot cast array data from {_value_dtype(value)!r} to {row_dtype!r} according "
+                            f"to the rule 'same_kind' (the env returned an observation outside its observation_space; "
                             f"SyncVectorEnv raises this too)")
         store(i, value)
     return write_leaf
 
 
-def _casts_same_kind(value, row_dtype: np.dtype) -> bool:
-    """Would np.stack (SyncVectorEnv's) cast `value` into a `row_dtype` row?
-    Values that are not numpy's (a torch tensor) are left to numpy's store."""
+def _value_dtype(value):
+    """The dtype numpy would give `value`: its own (an array's, or a torch
+    tensor's, which is not numpy's), a Python scalar's, or a list's."""
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         dtype = _SCALAR_DTYPES.get(type(value)) or np.asarray(value).dtype
+    return dtype
+
+
+def _casts_same_kind(dtype, row_dtype: np.dtype) -> bool:
+    """Would np.stack (SyncVectorEnv's) cast a value of `dtype` into a
+    `row_dtype` row? Dtypes that are not numpy's (a torch tensor's) are left
+    to numpy's store."""
     return not isinstance(dtype, np.dtype) or bool(np.can_cast(dtype, row_dtype, "same_kind"))
 
 

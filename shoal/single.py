@@ -42,6 +42,15 @@ _CARTPOLE_STATE_IN_C = (
     "shoal's CartPole keeps its state in a C struct (envs/cartpole/cartpole.h): the observation "
     "is that state (x, x_dot, theta, theta_dot), and its constants are gymnasium's CartPole-v1's "
     "(x_threshold 2.4, theta_threshold_radians 12 degrees, tau 0.02, euler integration)")
+# gymnasium's CartPole-v1 pays 0.0, and warns once, for a step that is
+# still terminated after the pole fell without a reset in between. A pool
+# never gets there (it resets the env), so only the single env applies it.
+REWARD_AFTER_TERMINATION = {"shoal.envs.cartpole.binding": 0.0}
+_STEP_AFTER_TERMINATION = (
+    "You are calling 'step()' even though this environment has already returned terminated = True. "
+    "You should always call 'reset()' once you receive 'terminated = True' -- any further steps are "
+    "undefined behavior.")
+
 # gymnasium's attributes that shoal's envs of a binding cannot have, and
 # what to use instead: the AttributeError says so (hasattr and getattr
 # with a default still see an AttributeError).
@@ -93,6 +102,8 @@ class SingleEnv(gymnasium.Env):
                             and self.action_space.start == 0 else None)
         self.render_mode = render_mode
         self._was_reset = False   # step() before a first reset() is an error, as gymnasium's envs assert
+        self._reward_after_termination = REWARD_AFTER_TERMINATION.get(spec.binding)
+        self._steps_beyond_terminated: int | None = None   # gymnasium CartPole's counter
         self._action = np.zeros(self._pool.action_space.shape, dtype=self._pool.buffers.actions.dtype)
         # Library-backed envs report gymnasium's step and reset info (reward
         # terms, positions, lives) from their shared state; header envs have none.
@@ -136,6 +147,7 @@ class SingleEnv(gymnasium.Env):
             clone._np_random = copy.deepcopy(self._np_random, memo)
             clone._np_random_seed = self._np_random_seed
             clone._was_reset = True
+            clone._steps_beyond_terminated = self._steps_beyond_terminated
         return clone
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -143,6 +155,7 @@ class SingleEnv(gymnasium.Env):
         super().reset(seed=seed)
         obs, info = self._pool.reset(seed=seed)
         self._was_reset = True
+        self._steps_beyond_terminated = None
         return obs[0].copy(), one_env_info(info)
 
     def step(self, action):
@@ -166,7 +179,16 @@ class SingleEnv(gymnasium.Env):
         self._action[0] = action
         obs, rewards, terminals, truncations, _ = self._pool.step(self._action)
         info = {} if self._info_of is None else one_env_info(self._info_of(self._pool.env_states))
-        return obs[0].copy(), float(rewards[0]), bool(terminals[0]), bool(truncations[0]), info
+        reward, terminated = float(rewards[0]), bool(terminals[0])
+        if terminated and self._reward_after_termination is not None:
+            if self._steps_beyond_terminated is None:
+                self._steps_beyond_terminated = 0   # it fell on this step: its reward stands
+            else:
+                if self._steps_beyond_terminated == 0:
+                    gymnasium.logger.warn(_STEP_AFTER_TERMINATION)
+                self._steps_beyond_terminated += 1
+                reward = self._reward_after_termination
+        return obs[0].copy(), reward, terminated, bool(truncations[0]), info
 
     def get_action_meanings(self) -> list[str]:
         """Atari envs: each action's name, as ale-py's AtariEnv gives them

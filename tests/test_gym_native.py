@@ -243,6 +243,27 @@ def test_made_env_behaves_like_cartpole_v1_step_by_step():
     theirs.close()
 
 
+def test_steps_after_the_pole_fell_pay_what_cartpole_v1s_pay():
+    """Stepping on after terminated=True without a reset: gymnasium's
+    CartPole-v1 keeps the fall's reward, then pays 0.0 while the pole is
+    down and warns once per episode; a reset starts the count again."""
+    ours = gymnasium.make(ENV_ID, disable_env_checker=True)
+    theirs = gymnasium.make("CartPole-v1", disable_env_checker=True)
+    for seed in (0, 1):
+        paid = []
+        for env in (ours, theirs):
+            env.reset(seed=seed)
+            while not env.step(1)[2]:
+                pass
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                after = [env.step(1)[1:3] for _ in range(3)]
+            paid.append((after, [str(w.message).count("already returned terminated = True") for w in caught]))
+        assert paid[0] == paid[1] == ([(0.0, True)] * 3, [1]), paid
+    ours.close()
+    theirs.close()
+
+
 @pytest.mark.parametrize("env_id", [ENV_ID, "shoal/Corridor-v0"])
 def test_deepcopy_goes_on_from_the_same_state_as_cartpole_v1s(env_id):
     """copy.deepcopy of a made header env (wrappers and all) continues from
