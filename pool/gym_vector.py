@@ -127,6 +127,8 @@ class NativeVectorEnv(VectorEnv):
         self._gym_info_keys = frozenset(info_of(pool.env_states)) if info_of is not None else frozenset()
         # ... and those gymnasium's env also gives at reset (MuJoCo: positions)
         self._reset_info_keys = frozenset(getattr(binding, "RESET_INFO_KEYS", ()))
+        # keys whose values gymnasium's env gives in a dtype of its own (MuJoCo's float32 reward_ctrl)
+        self._gym_info_dtypes = getattr(binding, "GYMNASIUM_INFO_DTYPES", {})
         self._autoresets = np.zeros(self.num_envs, dtype=np.bool_)
 
     @staticmethod
@@ -328,14 +330,15 @@ class NativeVectorEnv(VectorEnv):
         """Sync's dict-of-arrays form of per-env values reported where
         `present` (over rows; one mask, or one per key): float64 for float
         values, int64 for integers (Sync's arrays of Python floats and
-        ints), 0 elsewhere, with "_" masks; no key where no row has it."""
+        ints), or the dtype of the env's own values where the binding names
+        one, 0 elsewhere, with "_" masks; no key where no row has it."""
         infos = {}
         for key, per_env in per_env_info.items():
             where = present[key] if isinstance(present, dict) else present
             if not where.any():
                 continue
             values = np.repeat(per_env, self.agents_per_env) if self.agents_per_env > 1 else per_env
-            dtype = np.float64 if values.dtype.kind == "f" else np.int64
+            dtype = self._gym_info_dtypes.get(key) or (np.float64 if values.dtype.kind == "f" else np.int64)
             infos[key] = np.where(where, values, 0).astype(dtype, copy=False)
             infos[f"_{key}"] = where.copy()
         return infos

@@ -109,6 +109,7 @@ class SingleEnv(gymnasium.Env):
         # terms, positions, lives) from their shared state; header envs have none.
         self._binding = spec.load_binding()
         self._info_of = getattr(self._binding, "info", None)
+        self._info_dtypes = getattr(self._binding, "GYMNASIUM_INFO_DTYPES", {})
         if spec.binding == ATARI_BINDING:
             # ale-py's AtariEnv attribute, which gymnasium's AtariPreprocessing
             # checks first: with it, wrapping a shoal id stops at `ale`, whose
@@ -156,7 +157,7 @@ class SingleEnv(gymnasium.Env):
         obs, info = self._pool.reset(seed=seed)
         self._was_reset = True
         self._steps_beyond_terminated = None
-        return obs[0].copy(), one_env_info(info)
+        return obs[0].copy(), one_env_info(info, self._info_dtypes)
 
     def step(self, action):
         if not self._was_reset:
@@ -178,7 +179,8 @@ class SingleEnv(gymnasium.Env):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
         self._action[0] = action
         obs, rewards, terminals, truncations, _ = self._pool.step(self._action)
-        info = {} if self._info_of is None else one_env_info(self._info_of(self._pool.env_states))
+        info = ({} if self._info_of is None
+                else one_env_info(self._info_of(self._pool.env_states), self._info_dtypes))
         reward, terminated = float(rewards[0]), bool(terminals[0])
         if terminated and self._reward_after_termination is not None:
             if self._steps_beyond_terminated is None:
@@ -310,13 +312,21 @@ def scalar_index(action):
     return action
 
 
-def one_env_info(info: dict) -> dict:
+def one_env_info(info: dict, dtypes: dict | None = None) -> dict:
     """A one-env pool's per-env info arrays -> that env's scalars, as
     gymnasium's envs give them: Python ints for Atari's counters (ale-py's),
-    numpy float64 for MuJoCo's values (gymnasium's MuJoCo envs'). The pool's
-    own keys ("env_id", "elapsed_step") are not the env's."""
-    return {key: values[0] if values.dtype.kind == "f" else values[0].item()
-            for key, values in info.items() if key not in POOL_OWN_INFO_KEYS}
+    numpy float64 for MuJoCo's values (gymnasium's MuJoCo envs'), or first
+    cast to the dtype `dtypes` names for a key (MuJoCo's float32 reward_ctrl,
+    InvertedPendulum's int reward_survive). The pool's own keys ("env_id",
+    "elapsed_step") are not the env's."""
+    dtypes = dtypes or {}
+    env_info = {}
+    for key, values in info.items():
+        if key in POOL_OWN_INFO_KEYS:
+            continue
+        value = values[0] if key not in dtypes else values[0].astype(dtypes[key])
+        env_info[key] = value if value.dtype.kind == "f" else value.item()
+    return env_info
 
 
 def rebuild(cls, env_name: str, render_mode, env_kwargs: dict):

@@ -167,6 +167,15 @@ _ACTIONS = {"HalfCheetah": 6, "Hopper": 3, "Walker2d": 6, "Ant": 8, "Humanoid": 
             "Reacher": 2, "InvertedPendulum": 1, "InvertedDoublePendulum": 1, "Pusher": 7,
             "HumanoidStandup": 17}
 _EPISODE_STEPS = {"Reacher": 50, "Pusher": 100}
+# gymnasium's info values that are not float64 (the C env's slots are):
+# reward_ctrl is float32 where gymnasium computes it from the float32 action
+# (Humanoid's and HumanoidStandup's come from data.ctrl, float64), and
+# InvertedPendulum's reward_survive is int(not terminated).
+GYMNASIUM_INFO_DTYPES = {
+    **{name: {"reward_ctrl": np.dtype(np.float32)}
+       for name in ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Swimmer", "Reacher", "Pusher")},
+    "InvertedPendulum": {"reward_survive": np.dtype(np.int64)},
+}
 # The models' opt.timestep (checked against the model when it loads): a
 # step lasts timestep * frame_skip, and gymnasium's render_fps is its inverse.
 TIMESTEP = {"HalfCheetah": 0.01, "Hopper": 0.002, "Walker2d": 0.002, "Ant": 0.01, "Humanoid": 0.003,

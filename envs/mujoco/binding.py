@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from shoal.envs import EnvSpec, SpecMismatchError, check_spec_against_binding
-from shoal.envs.mujoco import MODELS, cfg_values, default_kwargs, render_options
+from shoal.envs.mujoco import GYMNASIUM_INFO_DTYPES, MODELS, cfg_values, default_kwargs, render_options
 from shoal.envs.mujoco.build import library_path
 from shoal.pool.layout import EPISODE_DTYPE
 
@@ -135,6 +135,8 @@ class MujocoBinding:
         self._info_slots = [(self.info_keys.index(key), key)
                             for key in MODELS[spec.name].gymnasium_info_keys]
         self.RESET_INFO_KEYS = MODELS[spec.name].reset_info_keys   # gymnasium's reset info
+        # what gymnasium's front ends cast those keys to (info() gives float64 views)
+        self.GYMNASIUM_INFO_DTYPES = GYMNASIUM_INFO_DTYPES.get(spec.name, {})
         self.model = load_model(spec.env_kwargs["xml_file"])
         sizes = (ctypes.c_int * 4)()
         timestep = ctypes.c_double()
