@@ -342,7 +342,10 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
         for key, value in ENVPOOL_ATARI_DEFAULTS.items():
             options.setdefault(key, value)
     elif family == "mujoco":
+        from shoal.envs.mujoco import ENVPOOL_V5_VALUES, envpool_fixed_why
         _take_fixed(options, _MUJOCO_FIXED, task_id)
+        _take_fixed(options, {key: (value, envpool_fixed_why(name, key))
+                              for key, value in ENVPOOL_V5_VALUES.get(name, {}).items()}, task_id)
         options = _gymnasium_mujoco_options(name, options)
     workers = _worker_count(task_id, num_threads, num_envs, batch_size)
     # To be drawn, an Atari or MuJoCo env's state must be in this process
@@ -367,14 +370,24 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
 def _gymnasium_mujoco_options(name: str, options: dict) -> dict:
     """EnvPool's MuJoCo option names as gymnasium v5's keywords, where the
     env has one: a <x>_min / <x>_max pair becomes <x>_range (the other end
-    from the env's default), a plain rename (use_contact_force ->
-    include_cfrc_ext_in_observation, Reacher's ctrl_cost_weight ->
-    reward_control_weight, ...) is renamed. Anything else stays as given,
+    from the env's default), a plain rename (Reacher's ctrl_cost_weight ->
+    reward_control_weight, ...) is renamed, use_contact_force=False is
+    gymnasium's keywords for no contact cost (and, for Ant, no contact
+    forces observed). Anything else stays as given,
     for the env's own error (which names gymnasium's keyword)."""
     from shoal.envs import spec
-    from shoal.envs.mujoco import _ENVPOOL_RENAMED
+    from shoal.envs.mujoco import _ENVPOOL_RENAMED, ENVPOOL_NO_CONTACT_FORCE
     defaults = spec(name).env_kwargs
     translated: dict = {}
+    options = dict(options)
+    if name in ENVPOOL_NO_CONTACT_FORCE and not options.pop("use_contact_force", True):
+        # EnvPool's v4-style Ant / Humanoid: it computes no contact cost at
+        # all, so a contact weight given with it changes nothing there either
+        translated.update(ENVPOOL_NO_CONTACT_FORCE[name])
+        if "include_cfrc_ext_in_observation" in options and "include_cfrc_ext_in_observation" in translated:
+            raise ValueError(f"{name}: use_contact_force=False (EnvPool's) and "
+                             f"include_cfrc_ext_in_observation (gymnasium's) both given; give one")
+        options.pop("contact_cost_weight", None)
     for key, value in options.items():
         base, _, end = key.rpartition("_")
         if key in defaults:

@@ -304,7 +304,11 @@ def test_envpool_option_names():
         ("Hopper", "healthy_state_min"): "gymnasium's healthy_state_range=(min, max)",
         ("Ant", "contact_force_max"): "gymnasium's contact_force_range=(min, max)",
         ("Humanoid", "contact_cost_max"): "gymnasium's contact_cost_range=(-inf, max)",
-        ("Ant", "use_contact_force"): "gymnasium's include_cfrc_ext_in_observation",
+        ("Ant", "use_contact_force"): "its False is gymnasium's include_cfrc_ext_in_observation=False, "
+                                      "contact_cost_weight=0.0",
+        ("Humanoid", "use_contact_force"): "its False is gymnasium's contact_cost_weight=0.0)",
+        ("HumanoidStandup", "forward_reward_weight"): "does not weight its uph term",
+        ("HumanoidStandup", "healthy_reward"): "adds a constant 1 per step",
         ("Reacher", "ctrl_cost_weight"): "gymnasium's reward_control_weight",
         ("InvertedPendulum", "healthy_z_max"): "gymnasium's InvertedPendulum-v5 has no keyword for it",
         ("Hopper", "velocity_min"): "clips the observed velocities to [-10, 10]",

@@ -359,6 +359,45 @@ def test_envpool_compat_make_takes_envpools_mujoco_option_names(no_leaks):
         envpool.make_gymnasium("Hopper-v5", healthy_z_range=(0.1, 5.0), healthy_z_min=0.5)
 
 
+def test_envpool_compat_use_contact_force_false_is_envpools_v4_style(no_leaks):
+    """EnvPool's use_contact_force=False drops the contact cost from the
+    reward, and for Ant the contact forces from the observation (its
+    Humanoid observes them either way): rewards then differ from the
+    default's by exactly Ant's reward_contact, or Humanoid's."""
+    pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    import shoal.envpool_compat as envpool
+    for task, obs_size in [("Ant-v5", 27), ("Humanoid-v5", 348)]:
+        runs = {}
+        for on in (True, False):
+            with envpool.make_gymnasium(task, num_envs=2, seed=3, use_contact_force=on) as envs:
+                obs, _ = envs.reset()
+                actions = np.random.default_rng(0).uniform(-0.4, 0.4, (40, 2, *envs.action_space.shape))
+                steps = [envs.step(a.astype(np.float32)) for a in actions]
+            runs[on] = (obs.shape[1], np.array([s[1] for s in steps]),
+                        np.array([s[4]["reward_contact"] for s in steps]))
+        assert runs[False][0] == obs_size
+        assert np.all(runs[False][2] == 0)
+        assert np.any(runs[True][2] != 0)   # the default's contact cost is there to drop
+        np.testing.assert_allclose(runs[True][1] - runs[False][1], runs[True][2], atol=1e-5)
+
+
+def test_envpool_compat_takes_envpools_v5_values_of_options_gymnasium_fixes(no_leaks):
+    """EnvPool's v5 options with no gymnasium keyword (legacy_healthy_reward,
+    velocity_min, reward_if_not_terminated, ...) are taken at EnvPool's v5
+    values, which are gymnasium v5's; another value is an error saying why."""
+    pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    import shoal.envpool_compat as envpool
+    for task, kwargs in [("Hopper-v5", {"legacy_healthy_reward": False, "velocity_max": 10.0}),
+                         ("InvertedPendulum-v5", {"reward_if_not_terminated": True}),
+                         ("HumanoidStandup-v5", {"forward_reward_weight": 1.0, "healthy_reward": 1.0}),
+                         ("Reacher-v5", {"reset_qpos_scale": 0.1, "reset_goal_scale": 0.2})]:
+        envpool.make_gymnasium(task, **kwargs).close()
+    with pytest.raises(ValueError, match="forward_reward_weight can only be 1.0 .*does not weight its uph term"):
+        envpool.make_gymnasium("HumanoidStandup-v5", forward_reward_weight=2.0)
+    with pytest.raises(ValueError, match="legacy_healthy_reward can only be False"):
+        envpool.make_gymnasium("Walker2d-v5", legacy_healthy_reward=True)
+
+
 def test_envpool_compat_is_a_gymnasium_env_and_vector_env_for_wrappers(no_leaks):
     """As EnvPool's envs: a gymnasium.Wrapper subclass (CleanRL's
     RecordEpisodeStatistics over EnvPool) and gymnasium's vector wrappers

@@ -266,13 +266,44 @@ _ENVPOOL_RENAMED = {
        for end in ("min", "max")},
     "contact_cost_max": ("contact_cost_range=(-inf, max)", "impact_cost_range=(-inf, max)"),
     "contact_cost_weight": ("impact_cost_weight",),           # HumanoidStandup
-    "forward_reward_weight": ("uph_cost_weight",),            # HumanoidStandup
     "ctrl_cost_weight": ("reward_control_weight",),           # Reacher, Pusher
     "dist_cost_weight": ("reward_dist_weight",),
     "near_cost_weight": ("reward_near_weight",),
-    "use_contact_force": ("include_cfrc_ext_in_observation",),
     "reset_qpos_scale": ("reset_noise_scale",),
     "reset_qvel_scale": ("reset_noise_scale",),
+}
+# EnvPool's use_contact_force=False (its v4 Ant and Humanoid): no contact
+# cost in the reward, and for Ant no contact forces in the observation
+# (EnvPool's Humanoid observes them either way). True is gymnasium v5's.
+ENVPOOL_NO_CONTACT_FORCE = {
+    "Ant": {"include_cfrc_ext_in_observation": False, "contact_cost_weight": 0.0},
+    "Humanoid": {"contact_cost_weight": 0.0},
+}
+# EnvPool's v5 options that gymnasium v5 has no keyword for, at the values
+# that are gymnasium v5's (EnvPool 1.2.5's make_spec("<Env>-v5").config):
+# the drop-in takes these values and refuses others (_ENVPOOL_FIXED says why).
+ENVPOOL_V5_VALUES = {
+    "Ant": {"legacy_healthy_reward": False, "exclude_worldbody_contact_forces": True},
+    "Hopper": {"legacy_healthy_reward": False, "velocity_min": -10.0, "velocity_max": 10.0},
+    "Walker2d": {"legacy_healthy_reward": False, "velocity_min": -10.0, "velocity_max": 10.0},
+    "Humanoid": {"legacy_healthy_reward": False, "exclude_worldbody_observations": True,
+                 "exclude_root_actuator_forces": True},
+    "HumanoidStandup": {"exclude_worldbody_observations": True, "exclude_root_actuator_forces": True,
+                        "forward_reward_weight": 1.0, "healthy_reward": 1.0},
+    "InvertedDoublePendulum": {"reward_if_not_terminated": True, "constraint_obs_dim": 1,
+                               "observation_min": -10.0, "observation_max": 10.0},
+    "InvertedPendulum": {"reward_if_not_terminated": True},
+    "Pusher": {"reward_after_step": True, "weighted_reward_info": True, "reset_qvel_scale": 0.005,
+               "cylinder_x_min": -0.3, "cylinder_x_max": 0.0, "cylinder_y_min": -0.2, "cylinder_y_max": 0.2},
+    "Reacher": {"obs_include_z_distance": False, "reward_after_step": True, "reset_qpos_scale": 0.1,
+                "reset_qvel_scale": 0.005, "reset_goal_scale": 0.2},
+}
+# ... and why, where it is one env's (keyed (env, option)) or any env's (option)
+_ENVPOOL_FIXED_IN = {
+    ("HumanoidStandup", "forward_reward_weight"):
+        "gymnasium v5's HumanoidStandup does not weight its uph term (it takes uph_cost_weight and "
+        "leaves it unused), and neither does shoal's",
+    ("HumanoidStandup", "healthy_reward"): "gymnasium v5's HumanoidStandup adds a constant 1 per step",
 }
 _ENVPOOL_FIXED = {
     "frame_stack": "stack observations with gymnasium's FrameStackObservation wrapper",
@@ -296,9 +327,19 @@ _ENVPOOL_FIXED = {
 }
 
 
+def envpool_fixed_why(name: str, key: str) -> str:
+    """Why EnvPool's option `key` of env `name` has one value in shoal."""
+    return _ENVPOOL_FIXED_IN.get((name, key)) or _ENVPOOL_FIXED.get(key, "gymnasium v5's value")
+
+
 def _envpool_hint(name: str, key: str, accepted) -> str | None:
     """Why env `name` does not take `key` and what it takes instead, for
     EnvPool's option names and gymnasium's render keywords; None otherwise."""
+    if key == "use_contact_force" and name in ENVPOOL_NO_CONTACT_FORCE:
+        off = ", ".join(f"{k}={v!r}" for k, v in ENVPOOL_NO_CONTACT_FORCE[name].items())
+        return f"{key}: EnvPool's option; its False is gymnasium's {off}"
+    if (name, key) in _ENVPOOL_FIXED_IN:
+        return f"{key}: EnvPool's option; {_ENVPOOL_FIXED_IN[name, key]}"
     for usage in _ENVPOOL_RENAMED.get(key, ()):
         if usage.partition("=")[0] in accepted:
             return f"{key}: EnvPool's name; shoal uses gymnasium's {usage}"
