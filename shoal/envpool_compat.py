@@ -128,6 +128,7 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         self.observation_space = self.single_observation_space = pool.single_observation_space
         self.action_space = self.single_action_space = pool.single_action_space
         self.config_extra: dict = {}               # EnvPool's config entries that make() fixed
+        self._discrete = isinstance(pool.single_action_space, gymnasium.spaces.Discrete)
 
     is_vector_env = True   # gym's old marker, which EnvPool's envs carry
 
@@ -194,9 +195,20 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
             arrays, info = [_owned(part) for part in arrays], _owned(info)
         return (*arrays, info)
 
+    def _actions(self, actions):
+        """EnvPool takes a discrete task's actions as (n,) or as (n, 1)."""
+        if self._discrete and isinstance(actions, np.ndarray) and actions.ndim == 2 and actions.shape[1] == 1:
+            return actions[:, 0]
+        return actions
+
     def step(self, actions, env_id=None):
         """The pool's step (env_id: EnvPool's, see NativePool.step)."""
-        return self._result(self.pool.step(actions, env_id))
+        return self._result(self.pool.step(self._actions(actions), env_id))
+
+    def send(self, actions, env_id=None, *, env_ids=None) -> None:
+        """The pool's send: actions for the batch the last recv() returned
+        (env_id: EnvPool's name for the pool's env_ids)."""
+        self.pool.send(self._actions(actions), env_ids, env_id=env_id)
 
     def recv(self):
         """The pool's recv: the next batch."""
@@ -261,13 +273,17 @@ def _first_party_specs() -> dict:
     return {name: envs.spec(name) for name in envs.names()}
 
 
+# EnvPool's id where it spells a game otherwise than ale-py (make takes either)
+_ENVPOOL_SPELLING = {"TicTacToe3D": "TicTacToe3d"}
+
+
 def list_all_envs() -> list[str]:
     """The EnvPool task ids `make` serves: CartPole-v0 / -v1, the Atari
     games as "<Game>-v5", the MuJoCo envs as "<Env>-v5" (gymnasium v5's)."""
     ids = ["CartPole-v0", "CartPole-v1"]
     for name, spec in _first_party_specs().items():
         if spec.binding in (ATARI_BINDING, MUJOCO_BINDING):
-            ids.append(f"{name}-v5")
+            ids.append(f"{_ENVPOOL_SPELLING.get(name, name)}-v5")
     return ids
 
 

@@ -289,8 +289,18 @@ def test_envpool_compat_gives_one_envs_spaces_and_the_pools_calls(no_leaks):
         for ours, theirs in zip(envs.step(actions)[:4], reference.step(actions)[:4]):
             np.testing.assert_array_equal(ours, theirs)
         np.testing.assert_array_equal(envs.reset(np.array([2]))[0], reference.reset(env_id=[2])[0])
+        # EnvPool takes a discrete task's actions as (n, 1) too
+        for ours, theirs in zip(envs.step(actions[:, None])[:4], reference.step(actions)[:4]):
+            np.testing.assert_array_equal(ours, theirs)
         assert copy.copy(envs).pool is envs.pool   # a shallow copy shares the pool (no recursion)
     assert envs.pool.closed
+    with EnvPoolCompat(shoal.make("CartPole", 4, backend="serial", seed=0, batch_size=2)) as envs:
+        envs.async_reset()
+        ids = envs.recv()[4]["env_id"]
+        envs.send(np.zeros((2, 1), np.int64), ids)   # EnvPool's env_id, positional, and (n, 1) actions
+        ids = envs.recv()[4]["env_id"]
+        envs.send(np.zeros(2, np.int64), env_ids=ids)   # the pool's name
+        np.testing.assert_array_equal(envs.recv()[4]["env_id"], [0, 1])
     with pytest.raises(TypeError, match="EnvPoolCompat"):   # EnvPool's env_type names the way
         shoal.make("CartPole", 2, env_type="gymnasium")
 
@@ -303,6 +313,7 @@ def test_envpool_compat_make_takes_envpools_task_ids_and_defaults(no_leaks):
     import shoal.envpool_compat as envpool
     ids = envpool.list_all_envs()
     assert {"CartPole-v0", "CartPole-v1", "Pong-v5", "HalfCheetah-v5"} <= set(ids)
+    assert "TicTacToe3d-v5" in ids and "TicTacToe3D-v5" not in ids   # EnvPool's spelling
     assert not any(i.startswith(("Snake", "Drive", "Corridor")) for i in ids)
     assert envpool.__version__ == shoal.__version__   # logged by EnvPool code: says which library ran
     with envpool.make_gymnasium("CartPole-v1", num_envs=4, batch_size=2, num_threads=2) as envs:
