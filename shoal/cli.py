@@ -14,6 +14,8 @@ import argparse
 import os
 import sys
 
+from shoal.progress import print_out
+
 # Subcommands that are planned but not implemented yet.
 _PLANNED: dict[str, str] = {}
 
@@ -106,7 +108,7 @@ def _play(args: list[str]) -> int:
         except OSError as e:  # checked above, but the disk may still be full or the folder gone
             shown.close()
             p.error(f"--out {out}: cannot write the GIF: {e.strerror or e}")
-    print(f"wrote {out}: {len(frames)} frames of {spec.name} ({a.policy} policy, seed {a.seed})")
+    print_out(f"wrote {out}: {len(frames)} frames of {spec.name} ({a.policy} policy, seed {a.seed})")
     return 0
 
 
@@ -264,10 +266,10 @@ def _train(args: list[str]) -> int:
     if summary.get("rank", 0) > 0:  # rank 0 reports for the whole data-parallel run
         return status
     solved = summary.get("solved_seconds")
-    print(f"trained {summary['global_step']:,} steps in {summary['train_seconds']:.1f} s"
-          + (f"; reached the target return after {solved:.2f} s" if solved is not None else "")
-          + (f"; final eval mean return {summary['eval_return']:.2f}" if "eval_return" in summary else "")
-          + f"\ncheckpoint: {summary['checkpoint']}")
+    print_out(f"trained {summary['global_step']:,} steps in {summary['train_seconds']:.1f} s"
+              + (f"; reached the target return after {solved:.2f} s" if solved is not None else "")
+              + (f"; final eval mean return {summary['eval_return']:.2f}" if "eval_return" in summary else "")
+              + f"\ncheckpoint: {summary['checkpoint']}")
     return status
 
 
@@ -409,11 +411,11 @@ def _eval(args: list[str]) -> int:
                        env_kwargs=env_kwargs)
     mode = "sampled" if a.sample else "mean" if spec.continuous_action else "argmax"
     shown = ", ".join(f"{k}={v}" for k, v in env_kwargs.items())
-    print(f"{spec.name}: mean return {r['mean_return']:.2f} over {a.episodes} episodes "
-          f"({mode} actions; mean length {r['mean_length']:.1f})" + (f"; env {shown}" if shown else ""))
+    print_out(f"{spec.name}: mean return {r['mean_return']:.2f} over {a.episodes} episodes "
+              f"({mode} actions; mean length {r['mean_length']:.1f})" + (f"; env {shown}" if shown else ""))
     if r["cut_off"]:
-        print(f"{r['cut_off']} of the {a.episodes} episodes had not ended after {r['max_steps']:,} steps: "
-              f"their returns so far are counted, and their lengths are not in the mean")
+        print_out(f"{r['cut_off']} of the {a.episodes} episodes had not ended after {r['max_steps']:,} "
+                  f"steps: their returns so far are counted, and their lengths are not in the mean")
     if a.gif:
         frames = train.rollout_frames(policy, spec.name, a.gif_steps, a.seed, deterministic=not a.sample,
                                       env_kwargs=env_kwargs)
@@ -422,7 +424,7 @@ def _eval(args: list[str]) -> int:
             render.write_gif(frames, a.gif, fps=fps)
         except OSError as e:  # checked above, but the disk may still be full or the folder gone
             p.error(f"--gif {a.gif}: cannot write the GIF: {e.strerror or e}")
-        print(f"wrote {a.gif}: {len(frames)} frames")
+        print_out(f"wrote {a.gif}: {len(frames)} frames")
     return 0
 
 

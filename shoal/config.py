@@ -91,6 +91,14 @@ def _read_ini(path: str) -> dict[str, dict[str, str]]:
                 raise ConfigError(f"ini file {path}: [{section}] {key} is {first_names[name]} again "
                                   f"(case and - vs _ do not count): give it once")
             first_names[name] = f"[{section}] {key}"
+            if "\n" in value:   # configparser joins a line indented below a key onto its value
+                continued = value.split("\n")[1].strip()
+                with open(path, errors="replace") as f:
+                    lineno = next((n for n, line in enumerate(f, 1) if line[:1].isspace()
+                                   and line.strip() == continued), "?")
+                raise ConfigError(f"malformed ini file {path}: line {lineno}: {continued!r} is indented "
+                                  f"below [{section}] {key}, so it is read as more of that value; "
+                                  f"start it at the line's beginning")
             merged.setdefault(_norm(section), {})[_norm(key)] = value
         merged.setdefault(_norm(section), {})
     return merged

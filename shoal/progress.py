@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 import time
 from typing import TextIO
@@ -180,3 +181,17 @@ class Progress:
                                      TimeElapsedColumn(), console=console, auto_refresh=False)
             self._bar.start()
         return self._bar
+
+
+def print_out(line: str) -> bool:
+    """print `line` to stdout; if its reader has left (`shoal ... | head -1`),
+    stdout goes to /dev/null from then on (so that the exit's flush finds no
+    broken pipe either) and the caller's work goes on. False once it left."""
+    try:
+        print(line, flush=True)
+        return True
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return False

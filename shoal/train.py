@@ -60,6 +60,7 @@ import shoal
 from shoal import config as shoal_config
 from shoal import distributed
 from shoal.distributed import Dist
+from shoal.progress import print_out
 
 BACKENDS = ("serial", "multiprocessing", "cuda")
 
@@ -714,17 +715,16 @@ def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict, dist: Dist = D
     weights, first = masks[:T].flatten(), dones[:T].flatten()
 
     recurrent = policy.lstm is not None
-    num_mb = tc["num_minibatches"]
-    if recurrent:  # minibatches of whole rows (their time order intact)
-        num_mb = min(num_mb, R)
+    # exactly num_minibatches minibatches, their sizes differing by at most
+    # one (torch.chunk would make fewer where the batch does not split evenly)
+    num_mb = min(tc["num_minibatches"], R if recurrent else T * R)
     stats = defaultdict(float)
     count = 0
     for _ in range(tc["update_epochs"]):
-        if recurrent:
-            row_order = torch.randperm(R, device=dev)
-            chunks = row_order.chunk(num_mb)
+        if recurrent:  # minibatches of whole rows (their time order intact)
+            chunks = torch.randperm(R, device=dev).tensor_split(num_mb)
         else:
-            chunks = torch.randperm(T * R, device=dev).chunk(num_mb)
+            chunks = torch.randperm(T * R, device=dev).tensor_split(num_mb)
         for chunk in chunks:
             if recurrent:
                 idx = (torch.arange(T, device=dev).unsqueeze(1) * R + chunk.unsqueeze(0)).flatten()
@@ -999,6 +999,9 @@ def load_checkpoint(path: str) -> dict:
                 damaged = archive.testzip()
         except (zipfile.BadZipFile, OSError, EOFError):
             damaged = None   # no readable archive (truncated, say): torch.load below says so
+        except Exception as e:   # a damaged header: a name not UTF-8, odd flags or offsets
+            raise RunError(f"checkpoint {path} is truncated or corrupt ({size} bytes; its zip "
+                           f"directory does not read: {type(e).__name__}: {e})") from None
         if damaged is not None:
             raise RunError(f"checkpoint {path} is truncated or corrupt ({size} bytes; {damaged} fails "
                            f"its CRC check)")
@@ -1208,13 +1211,8 @@ class Logger:
     def _print(self, line: str) -> None:
         if not self.plain:
             return
-        try:
-            print(line, flush=True)
-        except BrokenPipeError:   # stdout's reader left (`shoal train ... | head`): train on, quietly
+        if not print_out(line):   # stdout's reader left (`shoal train ... | head`): train on, quietly
             self.plain = False
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())   # so that the exit's flush finds no broken pipe
-            os.close(devnull)
 
     def _table(self, row: dict):
         from rich.table import Table
@@ -1349,6 +1347,8 @@ def make_run_dir(cfg: dict, run_dir: str | None, resume: str | None) -> str:
             return run_dir
         except FileExistsError:
             held = ["config.ini"]
+        except OSError as e:   # an existing folder that cannot be written: read-only, no permission
+            raise RunError(f"cannot write in the run folder {run_dir}: {e.strerror or e}") from None
     # A run killed in its first save left only that save's temp file: no
     # checkpoint to resume, so no later run gets past this refusal to clean it up.
     remove_stale_temp_files_if_unheld(run_dir)

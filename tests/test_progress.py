@@ -4,6 +4,8 @@ in every mode. In-process runs at tiny sizes (a C-loop-only bench, a
 few-step play): a second or two in all."""
 import io
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -122,3 +124,18 @@ def test_play_progress_on_stderr_only(tmp_path, capsys):
                                       "[play CartPole] 6/8 frames", "[play CartPole] 8/8 frames",
                                       f"writing {tmp_path / 'plain.gif'}"]
     assert none.err == ""
+
+
+def test_print_out_goes_quiet_when_stdouts_reader_left():
+    """`shoal train ... | head -1`: the CLI's last lines (the train summary,
+    eval's result) go through print_out, which drops them once the reader
+    left, instead of a BrokenPipeError traceback and exit 1 at the end."""
+    code = ("import time\n"
+            "from shoal.progress import print_out\n"
+            "time.sleep(0.5)\n"   # the parent has closed its end by then
+            "first = print_out('x' * 100_000)\n"
+            "assert first is False and print_out('again') is True\n")   # to /dev/null now
+    p = subprocess.Popen([sys.executable, "-P", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 0 and err == "", err

@@ -228,6 +228,29 @@ def test_masked_rows_contribute_nothing():
     assert s1 == pytest.approx(s2, rel=1e-5)
 
 
+@pytest.mark.parametrize("num_minibatches,rows", [(30, 48), (48, 48), (4, 6), (7, 6)])
+def test_an_update_takes_num_minibatches_optimizer_steps(num_minibatches, rows):
+    """One epoch is num_minibatches optimizer steps even where they do not
+    split the batch evenly (48 rows in 30: torch.chunk makes 24), and at
+    most one per row: T x R rows for the MLP, R whole rows for the LSTM
+    (7 asked of 6 gives 6)."""
+    T, R = 8, 6
+    spec = train.shoal.env_spec("cartpole")
+    lstm = rows == R
+    cfg = small("cartpole", "--train.num-minibatches", str(num_minibatches), "--train.update-epochs", "1",
+                *(["--policy.lstm", "true"] if lstm else []))
+    torch.manual_seed(0)
+    policy = train.policy_from_config(spec, cfg["policy"])
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    ro = fake_rollout(T, R, 4, torch.ones(T + 1, R), 1)
+    if lstm:
+        ro.initial_state = policy.initial_state(R, torch.device("cpu"))
+    steps = []
+    opt.step = lambda *a, _step=opt.step, **k: (steps.append(1), _step(*a, **k))[1]
+    train.ppo_update(policy, opt, ro, cfg)
+    assert len(steps) == min(num_minibatches, rows)
+
+
 def test_gae_stops_at_done_and_absent_rows():
     T, R = 3, 2
     rewards = torch.ones(T, R)

@@ -171,6 +171,8 @@ def test_train_validates_a_config_built_in_code(tmp_path):
     ("seed = 1\n[train]\n", 1, "before any [section] header"),
     ("[train]\nseed = 1\nseed = 2\n", 3, "key 'seed' appears twice"),
     ("[train]\n[policy]\n[train]\n", 3, "section [train] appears twice"),
+    # configparser would read 'seed = 7' as a second line of wandb_project's value
+    ("[train]\nwandb_project = p\n    seed = 7\n", 3, "'seed = 7' is indented below [train] wandb_project"),
 ])
 def test_malformed_ini_names_the_file_and_line(tmp_path, capsys, text, line, what):
     path = tmp_path / "bad.ini"
@@ -253,6 +255,10 @@ def _damage(good: str, path, kind: str) -> str:
         path.write_bytes(data[: len(data) // 2])
     elif kind == "corrupt":
         path.write_bytes(bytes(b ^ 0x5A for b in data))
+    elif kind == "directory name":   # a byte of an entry's name in the zip's central directory
+        data = bytearray(data)
+        data[data.rfind(b"PK\x01\x02") + 48] ^= 0xFF
+        path.write_bytes(bytes(data))
     elif kind == "empty":
         path.write_bytes(b"")
     elif kind == "not a checkpoint":
@@ -265,6 +271,7 @@ def _damage(good: str, path, kind: str) -> str:
 @pytest.mark.parametrize("kind,message", [
     ("truncated", "is truncated or corrupt"),
     ("corrupt", "is truncated or corrupt"),
+    ("directory name", "is truncated or corrupt"),   # zipfile's UnicodeDecodeError
     ("empty", "is empty (0 bytes)"),
     ("not a checkpoint", "is not a shoal checkpoint (it has no policy, optimizer, config, progress)"),
     ("no config sections", "is not a shoal checkpoint (its config has no [env] name or [policy]"),
@@ -700,6 +707,18 @@ def test_a_run_folder_or_final_save_the_disk_refuses_is_one_error_line(tmp_path,
     assert "cannot make the run folder" in capsys.readouterr().err
     assert cli.main(["train", "cartpole", *TINY, "--train.run-dir", str(tmp_path / "read-only")]) == 2
     assert "cannot make a run folder in [train] run_dir" in capsys.readouterr().err
+    # an existing folder on a read-only file system: made, but its config.ini cannot be claimed
+    (tmp_path / "existing").mkdir()
+
+    def read_only_files(path, *args, **kwargs):
+        if "existing" in str(path):
+            raise OSError(30, "Read-only file system")
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr(train, "open", read_only_files, raising=False)
+    assert cli.main(["train", "cartpole", *TINY, "--run-dir", str(tmp_path / "existing")]) == 2
+    assert "cannot write in the run folder" in capsys.readouterr().err
+    monkeypatch.undo()
 
     def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device")
