@@ -56,6 +56,9 @@ class ShoalParallelEnv(ParallelEnv):
         self._index = {agent: k for k, agent in enumerate(self.possible_agents)}
         self._observation_space = spec.single_observation_space
         self._action_space = spec.single_action_space
+        # pettingzoo's ParallelEnv attributes too (skrl's wrapper reads them)
+        self.observation_spaces = dict.fromkeys(self.possible_agents, self._observation_space)
+        self.action_spaces = dict.fromkeys(self.possible_agents, self._action_space)
         self._actions = np.zeros(self._pool.action_space.shape, dtype=self._pool.buffers.actions.dtype)
         self._continuous = spec.continuous_action
         self._respawn = spec.agents_respawn

@@ -48,6 +48,11 @@ def test_make_vec_rows_equal_the_pool(env):
 @pytest.mark.parametrize("env", MULTI_AGENT)
 def test_parallel_env_passes_pettingzoo_tests(env):
     parallel_api_test(ShoalParallelEnv(env), num_cycles=300)
+    env_ = ShoalParallelEnv(env)   # ParallelEnv's declared dicts (skrl reads them), as the methods say
+    assert list(env_.observation_spaces) == list(env_.action_spaces) == env_.possible_agents
+    assert all(env_.observation_spaces[a] is env_.observation_space(a)
+               and env_.action_spaces[a] is env_.action_space(a) for a in env_.possible_agents)
+    env_.close()
     parallel_seed_test(lambda: ShoalParallelEnv(env), num_cycles=100)
 
 
