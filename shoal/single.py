@@ -206,8 +206,13 @@ class SingleEnv(gymnasium.Env):
         return self._pool.spec.continuous_action
 
     def render(self):
-        """An RGB frame ("rgb_array") or a text view ("ansi"); None without a render_mode."""
+        """An RGB frame ("rgb_array") or a text view ("ansi"); None without a
+        render_mode, with gymnasium's warning (its classic-control envs')."""
         if self.render_mode is None:
+            env_id = self.spec.id if self.spec is not None else f"shoal/{self._pool.spec.name}-v0"
+            gymnasium.logger.warn(
+                "You are calling render method without specifying any render mode. You can specify "
+                f'the render_mode at initialization, e.g. gym.make("{env_id}", render_mode="rgb_array")')
             return None
         self._check_open("render()")
         return render.render(self._pool, self.render_mode)
@@ -289,9 +294,10 @@ class MujocoSingleEnv(SingleEnv):
     def render(self):
         """What gymnasium's env draws for render_mode: an RGB frame (height,
         width, 3) uint8, the depth buffer (height, width) float32, or both
-        ("rgbd_tuple"); None without a render_mode."""
+        ("rgbd_tuple"); None without a render_mode, with a warning (gymnasium's
+        MuJoCo envs raise instead)."""
         if self.render_mode is None:
-            return None
+            return super().render()
         self._check_open("render()")
         return self._frames.frame(*self._binding.block_of(self._pool, 0), mode=self.render_mode)
 

@@ -264,6 +264,17 @@ def test_steps_after_the_pole_fell_pay_what_cartpole_v1s_pay():
     theirs.close()
 
 
+def test_render_without_a_render_mode_warns_and_returns_none_as_cartpole_v1s():
+    for env_id in (ENV_ID, "CartPole-v1"):
+        env = gymnasium.make(env_id, disable_env_checker=True)
+        env.reset(seed=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert env.render() is None
+        assert [str(w.message).count("without specifying any render mode") for w in caught] == [1], env_id
+        env.close()
+
+
 @pytest.mark.parametrize("env_id", [ENV_ID, "shoal/Corridor-v0"])
 def test_deepcopy_goes_on_from_the_same_state_as_cartpole_v1s(env_id):
     """copy.deepcopy of a made header env (wrappers and all) continues from
