@@ -92,16 +92,31 @@ def _read_ini(path: str) -> dict[str, dict[str, str]]:
                                   f"(case and - vs _ do not count): give it once")
             first_names[name] = f"[{section}] {key}"
             if "\n" in value:   # configparser joins a line indented below a key onto its value
-                continued = value.split("\n")[1].strip()
-                with open(path, errors="replace") as f:
-                    lineno = next((n for n, line in enumerate(f, 1) if line[:1].isspace()
-                                   and line.strip() == continued), "?")
+                lineno, continued = _continuation_line(path, section, key)
                 raise ConfigError(f"malformed ini file {path}: line {lineno}: {continued!r} is indented "
                                   f"below [{section}] {key}, so it is read as more of that value; "
                                   f"start it at the line's beginning")
             merged.setdefault(_norm(section), {})[_norm(key)] = value
         merged.setdefault(_norm(section), {})
     return merged
+
+
+def _continuation_line(path: str, section: str, key: str) -> tuple:
+    """(line number, text) of the first indented line that configparser
+    read as more of [section] key's value (blank lines may come between)."""
+    current, in_value = None, False
+    with open(path, errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            text = line.strip()
+            if not text or text.startswith(("#", ";")):
+                continue
+            if line[:1].isspace() and in_value:
+                return n, text
+            if text.startswith("["):
+                current, in_value = text.strip("[]").strip(), False
+            else:
+                in_value = current == section and text.split("=", 1)[0].split(":", 1)[0].strip() == key
+    return "?", "?"
 
 
 def _ini_problem(e: configparser.Error, path: str) -> str:

@@ -196,7 +196,8 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         return (*arrays, info)
 
     def _actions(self, actions):
-        """EnvPool takes a discrete task's actions as (n,) or as (n, 1)."""
+        """A discrete task's actions as (n,) or as (n, 1): EnvPool 1.2.5 takes
+        int64 actions shaped (n, 1) too (any integer dtype is taken here)."""
         if self._discrete and isinstance(actions, np.ndarray) and actions.ndim == 2 and actions.shape[1] == 1:
             return actions[:, 0]
         return actions
@@ -313,7 +314,7 @@ def _take_fixed(options: dict, fixed: dict, task_id: str) -> None:
         if key in options:
             given = options.pop(key)
             same = np.shape(given) == np.shape(value) and bool(np.all(np.asarray(given) == np.asarray(value)))
-            if not same or isinstance(given, bool) != isinstance(value, bool):
+            if not same or isinstance(given, (bool, np.bool_)) != isinstance(value, bool):
                 raise ValueError(f"{task_id}: {key} can only be {value!r} in shoal ({why}), got {given!r}")
 
 
@@ -396,7 +397,10 @@ def _gymnasium_mujoco_options(name: str, options: dict) -> dict:
     defaults = spec(name).env_kwargs
     translated: dict = {}
     options = dict(options)
-    if name in ENVPOOL_NO_CONTACT_FORCE and not options.pop("use_contact_force", True):
+    use_contact_force = options.pop("use_contact_force", True) if name in ENVPOOL_NO_CONTACT_FORCE else True
+    if not isinstance(use_contact_force, (bool, np.bool_)):
+        raise ValueError(f"{name}: use_contact_force must be True or False, got {use_contact_force!r}")
+    if not use_contact_force:
         # EnvPool's v4-style Ant / Humanoid: it computes no contact cost at
         # all, so a contact weight given with it changes nothing there either
         translated.update(ENVPOOL_NO_CONTACT_FORCE[name])
@@ -406,6 +410,8 @@ def _gymnasium_mujoco_options(name: str, options: dict) -> dict:
         options.pop("contact_cost_weight", None)
     for key, value in options.items():
         base, _, end = key.rpartition("_")
+        if base == "contact_cost" and "impact_cost_range" in defaults:   # HumanoidStandup's name for it
+            base = "impact_cost"
         if key in defaults:
             target = key
         elif end in ("min", "max") and f"{base}_range" in defaults:

@@ -63,7 +63,9 @@ class ShoalParallelEnv(ParallelEnv):
         self._continuous = spec.continuous_action
         self._respawn = spec.agents_respawn
         # Library-backed envs (single-agent) report gymnasium's info, as SingleEnv.
-        self._info_of = getattr(spec.load_binding(), "info", None)
+        binding = spec.load_binding()
+        self._info_of = getattr(binding, "info", None)
+        self._info_dtypes = getattr(binding, "GYMNASIUM_INFO_DTYPES", {})
 
     def __reduce__(self):
         return rebuild, (type(self), *self._args)
@@ -94,11 +96,10 @@ class ShoalParallelEnv(ParallelEnv):
                 agent_info["respawned"] = False
         return {a: obs[self._index[a]].copy() for a in self.agents}, infos
 
-    @staticmethod
-    def _infos(env_info: dict, agents: list) -> dict:
+    def _infos(self, env_info: dict, agents: list) -> dict:
         """Each agent's info: the env's own (library-backed envs: gymnasium's
-        keys, as Python scalars), else {}."""
-        one = one_env_info(env_info)
+        keys and types, as SingleEnv's), else {}."""
+        one = one_env_info(env_info, self._info_dtypes)
         return {a: dict(one) for a in agents}
 
     def step(self, actions: dict):

@@ -191,7 +191,26 @@ def print_out(line: str) -> bool:
         print(line, flush=True)
         return True
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        silence_stdout()
         return False
+
+
+def silence_stdout() -> None:
+    """Point stdout's file descriptor at /dev/null (its reader has left)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def stdout_console():
+    """A rich Console on stdout that, when stdout's reader leaves, goes
+    quiet and lets the work go on (rich's own raises SystemExit(1): a
+    finished `shoal train | true` run exited 1, skipping its closing steps)."""
+    from rich.console import Console
+
+    class QuietOnBrokenPipe(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            silence_stdout()
+
+    return QuietOnBrokenPipe()

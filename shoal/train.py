@@ -60,7 +60,7 @@ import shoal
 from shoal import config as shoal_config
 from shoal import distributed
 from shoal.distributed import Dist
-from shoal.progress import print_out
+from shoal.progress import print_out, stdout_console
 
 BACKENDS = ("serial", "multiprocessing", "cuda")
 
@@ -1137,7 +1137,7 @@ class Logger:
                 use_rich = False
             if use_rich:
                 from rich.live import Live
-                self.live = Live(auto_refresh=False, transient=False)
+                self.live = Live(console=stdout_console(), auto_refresh=False, transient=False)
                 self.live.start()
         self.quiet = mode == "none"
         self.plain = self.live is None and not self.quiet

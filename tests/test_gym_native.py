@@ -273,6 +273,12 @@ def test_render_without_a_render_mode_warns_and_returns_none_as_cartpole_v1s():
             assert env.render() is None
         assert [str(w.message).count("without specifying any render mode") for w in caught] == [1], env_id
         env.close()
+    from shoal.single import SingleEnv
+    for name, env_id in [("CartPole", ENV_ID), ("Hopper", "shoal/Hopper-v5")]:   # made directly: no spec
+        with SingleEnv(name) as env, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            env.render()
+        assert f'gym.make("{env_id}", render_mode="rgb_array")' in str(caught[0].message)
 
 
 @pytest.mark.parametrize("env_id", [ENV_ID, "shoal/Corridor-v0"])

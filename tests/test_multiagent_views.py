@@ -144,6 +144,8 @@ def test_parallel_env_over_box_actions_takes_env_keywords_and_reports_info():
             np.testing.assert_array_equal(obs["agent_0"], ref_obs)
             assert rewards["agent_0"] == ref_reward and infos["agent_0"] == ref_info
             assert ref_info["reward_ctrl"] != 0.0
+            # and the same types (gymnasium's: reward_ctrl from the float32 action is np.float32)
+            assert {k: type(v) for k, v in infos["agent_0"].items()} == {k: type(v) for k, v in ref_info.items()}
         with pytest.raises(ValueError, match="shape"):
             penv.step({"agent_0": [0.1, 0.2]})
     finally:

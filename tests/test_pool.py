@@ -401,8 +401,15 @@ def test_envpool_compat_takes_envpools_v5_values_of_options_gymnasium_fixes(no_l
     for task, kwargs in [("Hopper-v5", {"legacy_healthy_reward": False, "velocity_max": 10.0}),
                          ("InvertedPendulum-v5", {"reward_if_not_terminated": True}),
                          ("HumanoidStandup-v5", {"forward_reward_weight": 1.0, "healthy_reward": 1.0}),
-                         ("Reacher-v5", {"reset_qpos_scale": 0.1, "reset_goal_scale": 0.2})]:
+                         ("Reacher-v5", {"reset_qpos_scale": 0.1, "reset_goal_scale": 0.2}),
+                         ("InvertedPendulum-v5", {"healthy_z_min": -0.2, "healthy_reward": 1.0}),
+                         ("Pusher-v5", {"cylinder_dist_min": 0.17}),
+                         ("Ant-v5", {"legacy_healthy_reward": np.False_})]:   # numpy's bools too
         envpool.make_gymnasium(task, **kwargs).close()
+    with envpool.make_gymnasium("HumanoidStandup-v5", contact_cost_max=5.0) as envs:   # its impact cost
+        assert envs.config["impact_cost_range"] == (-float("inf"), 5.0)
+    with pytest.raises(ValueError, match="use_contact_force must be True or False, got 'False'"):
+        envpool.make_gymnasium("Ant-v5", use_contact_force="False")
     with pytest.raises(ValueError, match="forward_reward_weight can only be 1.0 .*does not weight its uph term"):
         envpool.make_gymnasium("HumanoidStandup-v5", forward_reward_weight=2.0)
     with pytest.raises(ValueError, match="legacy_healthy_reward can only be False"):

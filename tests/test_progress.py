@@ -126,16 +126,24 @@ def test_play_progress_on_stderr_only(tmp_path, capsys):
     assert none.err == ""
 
 
-def test_print_out_goes_quiet_when_stdouts_reader_left():
-    """`shoal train ... | head -1`: the CLI's last lines (the train summary,
-    eval's result) go through print_out, which drops them once the reader
-    left, instead of a BrokenPipeError traceback and exit 1 at the end."""
+def test_print_out_and_the_dashboards_console_go_quiet_when_stdouts_reader_left():
+    """`shoal train ... | true`: the CLI's last lines (the train summary,
+    eval's result) go through print_out, and the rich dashboard draws on
+    stdout_console(); once the reader left, both drop their output and the
+    run goes on, instead of a BrokenPipeError traceback (print) or rich's
+    SystemExit(1), which skipped the run's closing steps."""
     code = ("import time\n"
-            "from shoal.progress import print_out\n"
+            "from shoal.progress import print_out, stdout_console\n"
             "time.sleep(0.5)\n"   # the parent has closed its end by then
-            "first = print_out('x' * 100_000)\n"
-            "assert first is False and print_out('again') is True\n")   # to /dev/null now
-    p = subprocess.Popen([sys.executable, "-P", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    p.stdout.close()
-    err = p.stderr.read().decode()
-    assert p.wait(timeout=60) == 0 and err == "", err
+            "console = stdout_console()\n"
+            "console.print('y')\n"
+            "assert console.quiet\n"
+            "first = print_out('x')\n"   # stdout is /dev/null now: written
+            "assert first and print_out('again')\n"
+            "print('done', flush=True)\n")
+    for code in (code, code.replace("console.print('y')", "pass").replace(
+            "assert console.quiet", "pass").replace("assert first and", "assert not first and")):
+        p = subprocess.Popen([sys.executable, "-P", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout.close()
+        err = p.stderr.read().decode()
+        assert p.wait(timeout=60) == 0 and err == "", err

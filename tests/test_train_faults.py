@@ -173,6 +173,8 @@ def test_train_validates_a_config_built_in_code(tmp_path):
     ("[train]\n[policy]\n[train]\n", 3, "section [train] appears twice"),
     # configparser would read 'seed = 7' as a second line of wandb_project's value
     ("[train]\nwandb_project = p\n    seed = 7\n", 3, "'seed = 7' is indented below [train] wandb_project"),
+    ("[train]\nseed = 3\n\n    total_timesteps = 512  # a comment\n", 4,
+     "'total_timesteps = 512  # a comment' is indented below [train] seed"),
 ])
 def test_malformed_ini_names_the_file_and_line(tmp_path, capsys, text, line, what):
     path = tmp_path / "bad.ini"
