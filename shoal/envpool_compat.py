@@ -65,6 +65,8 @@ _ATARI_FIXED = {"zero_discount_on_life_loss": (False, "shoal has no info['discou
                 "use_inter_area_resize": (True, "shoal always resizes with INTER_AREA")}
 _MUJOCO_FIXED = {"frame_stack": (1, "stack observations in the learner"),
                  "gymnasium_v5_render_camera": (True, "shoal renders gymnasium v5's camera")}
+# EnvPool's make() keywords for drawing, which the drop-in refuses (saying why)
+_ENVPOOL_RENDER_OPTIONS = ("render_width", "render_height", "render_camera_id", "render_env_id", "from_pixels")
 _POOL_FIXED = {"max_num_players": (1, "shoal's EnvPool tasks are single-player"),
                "gym_reset_return_info": (True, "shoal's reset() always returns (obs, info)"),
                "env_seed": ([], "pass seed=, or reset(seed=[...]) for a seed per env")}
@@ -114,7 +116,8 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
 
     def __init__(self, pool, copy: bool = True, task_id: str | None = None, render_mode: str | None = None):
         if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode={render_mode!r}: EnvPool's envs draw 'rgb_array' frames only")
+            raise ValueError(f"render_mode={render_mode!r}: shoal's drop-in draws 'rgb_array' frames only "
+                             f"(EnvPool's 'human' shows them with cv2.imshow: show render()'s frames so)")
         if render_mode is not None:
             from shoal.pool import Serial
             from shoal.pool import render as pool_render
@@ -131,6 +134,12 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         self._discrete = isinstance(pool.single_action_space, gymnasium.spaces.Discrete)
 
     is_vector_env = True   # gym's old marker, which EnvPool's envs carry
+
+    @property
+    def all_env_ids(self) -> np.ndarray:
+        """EnvPool's: every env's id, 0 .. num_envs - 1 (int32), as
+        `render(env_ids=envs.all_env_ids)` takes it (EnvPool's SB3 adapter)."""
+        return np.arange(self.num_envs, dtype=np.int32)
 
     def __getattr__(self, name: str):
         # only for what this class does not define: the pool's own (none
@@ -345,11 +354,21 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
         warnings.warn(f"{task_id}: thread_affinity_offset is ignored (shoal's workers are processes, "
                       f"not pinned to cores)", stacklevel=2)
     _take_fixed(options, _POOL_FIXED, task_id)
+    if not options.get("from_pixels", True):
+        del options["from_pixels"]   # EnvPool's default
+    render_options = [key for key in _ENVPOOL_RENDER_OPTIONS if key in options]
+    if render_options:
+        raise ValueError(f"{task_id}: {', '.join(render_options)}: EnvPool's render options, which shoal's "
+                         f"drop-in does not take: render() draws gymnasium's frame of the env_ids asked "
+                         f"(CartPole 400 x 600, MuJoCo 480 x 480 from gymnasium v5's camera, Atari the "
+                         f"emulator's screen); resize those, or draw one MuJoCo env at another size with "
+                         f"gymnasium.make('shoal/<Env>-v5', render_mode='rgb_array', width=, height=, camera_id=)")
     options.setdefault("max_episode_steps", default_limit)
     if family == "atari":
-        if options.get("use_inter_area_resize") is False and \
-                (options.get("img_height"), options.get("img_width")) == (210, 160):
-            del options["use_inter_area_resize"]   # the screen's own size: no resize, either rule
+        no_resize = options.get("use_inter_area_resize") is False and \
+            (options.get("img_height"), options.get("img_width")) == (210, 160)
+        if no_resize:   # the screen's own size: no resize, either rule (checked below: tall screens)
+            del options["use_inter_area_resize"]
         _take_fixed(options, _ATARI_FIXED, task_id)
         if "frame_skip" in options:
             options["frameskip"] = options.pop("frame_skip")
@@ -375,6 +394,11 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
                       backend="serial" if in_process else "multiprocessing", batch_size=batch_size,
                       seed=seed, env_kwargs=options)
     try:
+        if family == "atari" and no_resize and pool.spec.load_binding().screen_shape[0] != 210:
+            raise ValueError(f"{task_id}: use_inter_area_resize=False: this game's screen has "
+                             f"{pool.spec.load_binding().screen_shape[0]} rows, which shoal resizes to "
+                             f"210 with INTER_AREA, as gymnasium's AtariPreprocessing does (EnvPool crops "
+                             f"the top 210 rows instead)")
         envs = EnvPoolCompat(pool, task_id=task_id, render_mode=render_mode)
     except BaseException:
         pool.close()

@@ -477,6 +477,9 @@ def test_envpool_compat_renders_as_envpool_does(no_leaks, monkeypatch):
     try:
         envs.reset()
         frames = envs.render(env_ids=[2, 0])
+        # EnvPool's SB3 adapter draws every env: render(env_ids=envs.all_env_ids)
+        assert envs.all_env_ids.dtype == np.int32 and envs.all_env_ids.tolist() == [0, 1, 2]
+        assert envs.render(env_ids=envs.all_env_ids).shape[0] == 3
         assert frames.shape == (2, *pool_render.frame(envs.pool, 0).shape) and frames.dtype == np.uint8
         np.testing.assert_array_equal(frames[0], pool_render.frame(envs.pool, 2))
         assert envs.render().shape == (1, *frames.shape[1:])
@@ -493,6 +496,8 @@ def test_envpool_compat_renders_as_envpool_does(no_leaks, monkeypatch):
         plain.render()
     with pytest.raises(ValueError, match="'rgb_array' frames only"):
         envpool.make_gymnasium("CartPole-v1", num_envs=2, render_mode="human")
+    with pytest.raises(ValueError, match="render_width, render_height: EnvPool's render options"):
+        envpool.make_gymnasium("CartPole-v1", render_mode="rgb_array", render_width=64, render_height=48)
     if importlib.util.find_spec("ale_py") is not None:
         with pytest.warns(UserWarning, match="steps the envs in this process"):
             pong = envpool.make_gymnasium("Pong-v5", num_envs=2, num_threads=2, render_mode="rgb_array")
@@ -506,6 +511,9 @@ def test_envpool_compat_renders_as_envpool_does(no_leaks, monkeypatch):
             assert full.reset()[0].shape == (1, 4, 210, 160)
         with pytest.raises(ValueError, match="use_inter_area_resize can only be True"):
             envpool.make_gymnasium("Pong-v5", num_envs=1, use_inter_area_resize=False)   # an 84 x 84 resize
+        with pytest.raises(ValueError, match="screen has 214 rows, which shoal resizes"):   # a tall screen
+            envpool.make_gymnasium("Carnival-v5", num_envs=1, img_height=210, img_width=160,
+                                   use_inter_area_resize=False)
 
 
 def test_envpool_compat_returns_arrays_of_the_callers_own(no_leaks):
