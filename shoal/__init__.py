@@ -69,7 +69,19 @@ def _check_layout() -> None:
         warnings.warn(problem, RuntimeWarning, stacklevel=2)
 
 
+def _check_gymnasium() -> None:
+    """shoal needs gymnasium >= 1.1 (its vector AutoresetMode). pip may
+    leave an older one in place for a package that pins it (Sample Factory
+    pins < 1.0); say so here, not as an ImportError deep in a later call."""
+    import gymnasium.vector
+
+    if not hasattr(gymnasium.vector, "AutoresetMode"):
+        raise ImportError(f"shoal needs gymnasium >= 1.1, and gymnasium {gymnasium.__version__} is "
+                          f"installed: pip install 'gymnasium>=1.1'")
+
+
 _check_layout()
+_check_gymnasium()
 
 from shoal.envs import names as env_names  # noqa: E402
 from shoal.envs import spec as env_spec  # noqa: E402

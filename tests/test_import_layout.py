@@ -1,7 +1,7 @@
 """`import shoal` warns when shoal, shoal.envs and shoal.pool come from two
 copies of shoal (e.g. a clone's root on sys.path while another checkout is
 installed editable): the check itself on fake layouts, and the real import
-here and from such a clone."""
+here and from such a clone; and it names a gymnasium too old for it."""
 import os
 import shutil
 import subprocess
@@ -80,3 +80,12 @@ def test_a_clone_root_on_sys_path_is_not_mixed_in_silently(tmp_path):
         assert out.returncode == 0, out.stderr
         assert "RuntimeWarning" in out.stderr and f"shoal is imported from {clone / 'shoal'}" in out.stderr
         assert f"shoal.envs from {envs_dir}" in out.stderr and f"pip install -e {clone}" in out.stderr
+
+
+def test_a_gymnasium_older_than_1_1_is_named_at_import():
+    """gymnasium < 1.1 (no vector AutoresetMode; a package pinning it lower
+    leaves one in place) is an ImportError at `import shoal` naming the
+    version, not a bare one deep inside the first make()."""
+    code = "import gymnasium.vector as v\ndel v.AutoresetMode\nimport shoal\n"
+    p = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "ImportError: shoal needs gymnasium >= 1.1, and gymnasium " in p.stderr, p.stderr
