@@ -887,3 +887,14 @@ def test_an_error_inside_an_update_keeps_the_last_whole_checkpoint(tmp_path, mon
     assert saved["progress"]["update"] == 2
     for key, value in after_two["policy"].items():
         assert torch.equal(saved["policy"][key], value), key
+
+
+def test_a_pool_too_big_for_memory_is_one_error_line(tmp_path, capsys):
+    """num_envs whose buffers cannot fit (1e20): the pool's MemoryError,
+    which says how much it needs, is one error line (exit 1), not a
+    traceback, and no run folder is left."""
+    run = tmp_path / "run"
+    assert cli.main(["train", "cartpole", *TINY, "--vec.num-envs", "1e20", "--run-dir", str(run)]) == 1
+    err = capsys.readouterr().err
+    assert "shoal train: error: CartPole with num_envs=100000000000000000000 needs" in err
+    assert "Traceback" not in err and not run.exists()
