@@ -42,10 +42,10 @@ _CARTPOLE_STATE_IN_C = (
     "shoal's CartPole keeps its state in a C struct (envs/cartpole/cartpole.h): the observation "
     "is that state (x, x_dot, theta, theta_dot), and its constants are gymnasium's CartPole-v1's "
     "(x_threshold 2.4, theta_threshold_radians 12 degrees, tau 0.02, euler integration)")
-# gymnasium's CartPole-v1 pays 0.0, and warns once, for a step that is
-# still terminated after the pole fell without a reset in between. A pool
-# never gets there (it resets the env), so only the single env applies it.
-REWARD_AFTER_TERMINATION = {"shoal.envs.cartpole.binding": 0.0}
+# gymnasium's CartPole-v1 warns once when stepped on after the pole fell
+# without a reset in between (and pays 0.0 while it is down, as
+# envs/cartpole/cartpole.h does for every backend).
+WARNS_AFTER_TERMINATION = frozenset({"shoal.envs.cartpole.binding"})
 _STEP_AFTER_TERMINATION = (
     "You are calling 'step()' even though this environment has already returned terminated = True. "
     "You should always call 'reset()' once you receive 'terminated = True' -- any further steps are "
@@ -102,7 +102,7 @@ class SingleEnv(gymnasium.Env):
                             and self.action_space.start == 0 else None)
         self.render_mode = render_mode
         self._was_reset = False   # step() before a first reset() is an error, as gymnasium's envs assert
-        self._reward_after_termination = REWARD_AFTER_TERMINATION.get(spec.binding)
+        self._warns_after_termination = spec.binding in WARNS_AFTER_TERMINATION
         self._steps_beyond_terminated: int | None = None   # gymnasium CartPole's counter
         self._action = np.zeros(self._pool.action_space.shape, dtype=self._pool.buffers.actions.dtype)
         # Library-backed envs report gymnasium's step and reset info (reward
@@ -181,16 +181,15 @@ class SingleEnv(gymnasium.Env):
         obs, rewards, terminals, truncations, _ = self._pool.step(self._action)
         info = ({} if self._info_of is None
                 else one_env_info(self._info_of(self._pool.env_states), self._info_dtypes))
-        reward, terminated = float(rewards[0]), bool(terminals[0])
-        if terminated and self._reward_after_termination is not None:
+        terminated = bool(terminals[0])
+        if terminated and self._warns_after_termination:
             if self._steps_beyond_terminated is None:
-                self._steps_beyond_terminated = 0   # it fell on this step: its reward stands
+                self._steps_beyond_terminated = 0   # it fell on this step
             else:
                 if self._steps_beyond_terminated == 0:
                     gymnasium.logger.warn(_STEP_AFTER_TERMINATION)
                 self._steps_beyond_terminated += 1
-                reward = self._reward_after_termination
-        return obs[0].copy(), reward, terminated, bool(truncations[0]), info
+        return obs[0].copy(), float(rewards[0]), terminated, bool(truncations[0]), info
 
     def get_action_meanings(self) -> list[str]:
         """Atari envs: each action's name, as ale-py's AtariEnv gives them

@@ -115,17 +115,23 @@ def test_make_vec_max_episode_steps_equals_sync_with_time_limit(mode):
 def test_stepping_past_a_done_keeps_truncating_as_time_limit():
     """Autoreset disabled, stepped on after a done without a reset: the
     limit keeps truncating once reached, as gymnasium's TimeLimit over the
-    single env does, whether the episode ended by the limit or fell first."""
+    single env does, whether the episode ended by the limit or fell first;
+    and after the fall the pool pays 0.0 as the single env does (gymnasium's
+    CartPole-v1: the rule is in the C header, so every backend has it)."""
     for actions in ([1] * 40, [t % 2 for t in range(40)]):   # falls at ~9 steps; balanced: the limit
         pool = shoal.make("CartPole", 1, backend="serial", autoreset_mode="disabled", max_episode_steps=12)
         single = gymnasium.make("shoal/CartPole-v0", max_episode_steps=12, disable_env_checker=True)
         try:
             np.testing.assert_array_equal(pool.reset(seed=4)[0][0], single.reset(seed=4)[0])
+            fell = False
             for t, a in enumerate(actions):
                 obs, rew, term, trunc, _ = pool.step(np.array([a], np.int32))
                 ref_obs, ref_rew, ref_term, ref_trunc, _ = single.step(a)
                 np.testing.assert_array_equal(obs[0], ref_obs, err_msg=f"step {t}")
                 assert (rew[0], term[0], trunc[0]) == (ref_rew, ref_term, ref_trunc), f"step {t}"
+                if term[0] and fell:   # still down after the fall
+                    assert rew[0] == 0.0, f"step {t}"
+                fell = fell or bool(term[0])
         finally:
             pool.close()
             single.close()

@@ -2,7 +2,9 @@
  *
  * A pole on a cart; push the cart left (action 0) or right (action 1) by a
  * fixed force. Reward 1 for every step, including the one that ends the
- * episode. The episode terminates when the cart leaves [-2.4, 2.4] or the
+ * episode; stepped on after the pole fell (no reset: autoreset disabled),
+ * 0 for every step it is still down, as gymnasium's CartPole-v1 pays. The
+ * episode terminates when the cart leaves [-2.4, 2.4] or the
  * pole tilts past 12 degrees, and is truncated after 500 steps (gymnasium's
  * TimeLimit for CartPole-v1). Constants, the Euler integrator and the
  * thresholds are gymnasium's; physics runs in float32 here (gymnasium's in
@@ -42,7 +44,7 @@ static const cartpole_act_t cartpole_act_nvec[] = {2}; /* 0 push left, 1 push ri
 typedef struct {
     float x, x_dot, theta, theta_dot;
     int32_t steps; /* steps taken in this episode */
-    int32_t pad_;
+    int32_t fell;  /* the pole fell in this episode (gymnasium's steps_beyond_terminated set) */
     shoal_rng rng;
 } cartpole_env;
 
@@ -63,6 +65,7 @@ SHOAL_FN void cartpole_reset(cartpole_env* env, float* obs, uint8_t* mask) {
     env->theta = shoal_rng_uniform(&env->rng, -0.05f, 0.05f);
     env->theta_dot = shoal_rng_uniform(&env->rng, -0.05f, 0.05f);
     env->steps = 0;
+    env->fell = 0;
     cartpole_write_obs(env, obs);
     mask[0] = 1;
 }
@@ -98,7 +101,8 @@ SHOAL_FN int cartpole_step(cartpole_env* env, const int32_t* act, float* obs,
     env->steps += 1;
     const int truncated = env->steps >= CARTPOLE_MAX_STEPS;
     cartpole_write_obs(env, obs);
-    rew[0] = 1.0f;
+    rew[0] = terminated && env->fell ? 0.0f : 1.0f;
+    env->fell |= terminated;
     term[0] = (uint8_t)terminated;
     trunc[0] = (uint8_t)truncated;
     mask[0] = 1;
