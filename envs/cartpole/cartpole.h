@@ -101,8 +101,11 @@ SHOAL_FN int cartpole_step(cartpole_env* env, const int32_t* act, float* obs,
     env->steps += 1;
     const int truncated = env->steps >= CARTPOLE_MAX_STEPS;
     cartpole_write_obs(env, obs);
-    rew[0] = terminated && env->fell ? 0.0f : 1.0f;
-    env->fell |= terminated;
+    rew[0] = 1.0f;
+    if (terminated) { /* rare: the state is only read and written on a fall */
+        if (env->fell) rew[0] = 0.0f;
+        env->fell = 1;
+    }
     term[0] = (uint8_t)terminated;
     trunc[0] = (uint8_t)truncated;
     mask[0] = 1;
