@@ -2,24 +2,31 @@
 # A/B of envs/shoal_vec.h's vector loop, outside Python: CartPole's C loop
 # (4,096 envs, 3,000 steps, best of 5 windows) built against the vector loop
 # of git revision OLD and against the working tree's, run alternately.
+# FILE picks another header to take from OLD (the others are the working
+# tree's): cartpole.h, for the env's own step.
 #
-#     bash scripts/vec_loop_ab.sh OLD [ROUNDS]      # e.g. 9e35040 6
+#     bash scripts/vec_loop_ab.sh OLD [ROUNDS] [FILE]   # e.g. 9e35040 6
+#     bash scripts/vec_loop_ab.sh a5503c0 6 envs/cartpole/cartpole.h
 #
 # Both builds take setup.py's C flags. Each line: which build, its rate,
 # and the episodes it ended (equal when both loops do the same work).
 set -euo pipefail
 old=${1:?usage: vec_loop_ab.sh OLD_REVISION [ROUNDS]}
 rounds=${2:-6}
+file=${3:-envs/shoal_vec.h}
+case $file in
+    envs/shoal_vec.h|envs/shoal_env.h|envs/cartpole/cartpole.h) ;;
+    *) echo "FILE must be envs/shoal_vec.h, envs/shoal_env.h or envs/cartpole/cartpole.h" >&2; exit 2 ;;
+esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for side in old new; do
     mkdir -p "$work/$side/cartpole"
-    cp "$root/envs/shoal_env.h" "$work/$side/"
+    cp "$root/envs/shoal_env.h" "$root/envs/shoal_vec.h" "$work/$side/"
     cp "$root/envs/cartpole/cartpole.h" "$work/$side/cartpole/"
 done
-git -C "$root" show "$old:envs/shoal_vec.h" > "$work/old/shoal_vec.h"
-cp "$root/envs/shoal_vec.h" "$work/new/shoal_vec.h"
+git -C "$root" show "$old:$file" > "$work/old/${file#envs/}"
 cat > "$work/loop.c" <<'C'
 #include <stdio.h>
 #include <stdlib.h>
