@@ -208,7 +208,8 @@ class SingleEnv(gymnasium.Env):
         """An RGB frame ("rgb_array") or a text view ("ansi"); None without a
         render_mode, with gymnasium's warning (its classic-control envs')."""
         if self.render_mode is None:
-            env_id = self.spec.id if self.spec is not None else f"shoal/{self._pool.spec.name}-v{self._pool.spec.version}"
+            own = self._pool.spec
+            env_id = self.spec.id if self.spec is not None else f"shoal/{own.name}-v{own.version}"
             gymnasium.logger.warn(
                 "You are calling render method without specifying any render mode. You can specify "
                 f'the render_mode at initialization, e.g. gym.make("{env_id}", render_mode="rgb_array")')
