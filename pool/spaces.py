@@ -135,8 +135,8 @@ def _leaf_writer(batch: np.ndarray) -> Callable[[int, Any], None]:
                 castable[key] = ok
         if not ok:
             raise TypeError(f"Cannot cast array data from {_value_dtype(value)!r} to {row_dtype!r} according "
-                            f"to the rule 'same_kind' (the env returned an observation outside its observation_space; "
-                            f"SyncVectorEnv raises this too)")
+                            f"to the rule 'same_kind' (the env returned an observation outside its "
+                            f"observation_space; SyncVectorEnv raises this too)")
         store(i, value)
     return write_leaf
 

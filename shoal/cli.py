@@ -252,8 +252,9 @@ def _train(args: list[str]) -> int:
     except Exception as e:  # a pool worker died (WorkerError): the checkpoint was saved, its note says where
         from shoal.distributed import DistError   # (or a rank cannot join or lost a peer: one line per rank)
         from shoal.pool import WorkerError  # imported by then: training uses the pool
-        if not isinstance(e, (WorkerError, DistError, OSError, MemoryError)):   # OSError: a final save on a
-            raise                                                              # full disk; MemoryError: a pool too big
+        # OSError: a final save on a full disk; MemoryError: a pool too big for memory
+        if not isinstance(e, (WorkerError, DistError, OSError, MemoryError)):
+            raise
         message = e.strerror if isinstance(e, train.CheckpointError) else str(e)   # (its errno prefix dropped)
         print("shoal train: error: " + "\n".join([message, *getattr(e, "__notes__", [])]), file=sys.stderr)
         return 1

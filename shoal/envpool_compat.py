@@ -394,9 +394,10 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
                       backend="serial" if in_process else "multiprocessing", batch_size=batch_size,
                       seed=seed, env_kwargs=options)
     try:
-        if family == "atari" and no_resize and pool.spec.load_binding().screen_shape[0] != 210:
+        screen_rows = pool.spec.load_binding().screen_shape[0] if family == "atari" and no_resize else 210
+        if screen_rows != 210:
             raise ValueError(f"{task_id}: use_inter_area_resize=False: this game's screen has "
-                             f"{pool.spec.load_binding().screen_shape[0]} rows, which shoal resizes to "
+                             f"{screen_rows} rows, which shoal resizes to "
                              f"210 with INTER_AREA, as gymnasium's AtariPreprocessing does (EnvPool crops "
                              f"the top 210 rows instead)")
         envs = EnvPoolCompat(pool, task_id=task_id, render_mode=render_mode)

@@ -715,17 +715,15 @@ def ppo_update(policy: Policy, optimizer, ro: Rollout, cfg: dict, dist: Dist = D
     weights, first = masks[:T].flatten(), dones[:T].flatten()
 
     recurrent = policy.lstm is not None
-    # exactly num_minibatches minibatches, their sizes differing by at most
-    # one (torch.chunk would make fewer where the batch does not split evenly)
-    num_mb = min(tc["num_minibatches"], R if recurrent else T * R)
+    # Exactly num_minibatches minibatches of rows (LSTM: of whole rows, their
+    # time order intact), their sizes differing by at most one (torch.chunk
+    # would make fewer where the batch does not split evenly).
+    units = R if recurrent else T * R
+    num_mb = min(tc["num_minibatches"], units)
     stats = defaultdict(float)
     count = 0
     for _ in range(tc["update_epochs"]):
-        if recurrent:  # minibatches of whole rows (their time order intact)
-            chunks = torch.randperm(R, device=dev).tensor_split(num_mb)
-        else:
-            chunks = torch.randperm(T * R, device=dev).tensor_split(num_mb)
-        for chunk in chunks:
+        for chunk in torch.randperm(units, device=dev).tensor_split(num_mb):
             if recurrent:
                 idx = (torch.arange(T, device=dev).unsqueeze(1) * R + chunk.unsqueeze(0)).flatten()
                 state = (ro.initial_state[0][:, chunk], ro.initial_state[1][:, chunk])
