@@ -337,9 +337,11 @@ class NativeVectorEnv(VectorEnv):
             where = present[key] if isinstance(present, dict) else present
             if not where.any():
                 continue
-            values = np.repeat(per_env, self.agents_per_env) if self.agents_per_env > 1 else per_env
+            values = np.repeat(per_env, self.agents_per_env, axis=0) if self.agents_per_env > 1 else per_env
             dtype = self._gym_info_dtypes.get(key) or (np.float64 if values.dtype.kind == "f" else np.int64)
-            infos[key] = np.where(where, values, 0).astype(dtype, copy=False)
+            # (an array value per env, Humanoid's tendon lengths: a row each)
+            row_mask = where.reshape(where.shape + (1,) * (values.ndim - 1))
+            infos[key] = np.where(row_mask, values, 0).astype(dtype, copy=False)
             infos[f"_{key}"] = where.copy()
         return infos
 

@@ -110,6 +110,8 @@ def _env_value(values, i: int):
         return {key: _env_value(value, i) for key, value in values.items()
                 if not key.startswith("_") and (f"_{key}" not in values or values[f"_{key}"][i])}
     value = values[i]
+    if isinstance(value, np.ndarray):   # a row of a per-env array (Humanoid's tendon lengths)
+        return value.copy()
     return value.item() if isinstance(value, np.generic) else value
 
 

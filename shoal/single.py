@@ -331,7 +331,10 @@ def one_env_info(info: dict, dtypes: dict | None = None) -> dict:
         if key in POOL_OWN_INFO_KEYS:
             continue
         value = values[0] if key not in dtypes else values[0].astype(dtypes[key])
-        env_info[key] = value if value.dtype.kind == "f" else value.item()
+        if value.ndim:   # an array per env (Humanoid's tendon lengths): the env's own copy
+            env_info[key] = value.copy()
+        else:
+            env_info[key] = value if value.dtype.kind == "f" else value.item()
     return env_info
 
 

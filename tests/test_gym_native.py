@@ -496,6 +496,7 @@ def test_unsupported_arguments_are_rejected(no_leaks):
 @pytest.mark.parametrize("mode", list(AutoresetMode))
 @pytest.mark.parametrize("env_id, library, steps, kwargs", [
     ("shoal/Hopper-v5", "mujoco", 150, {}),                                   # falls every ~20 steps
+    ("shoal/Humanoid-v5", "mujoco", 50, {"max_episode_steps": 15}),           # array infos: tendons
     ("shoal/Pong-v5", "ale_py", 70, {"max_num_frames_per_episode": 120}),    # truncated every ~30 steps
     ("shoal/Pong-v5", "ale_py", 40, {"max_episode_steps": 12}),               # a TimeLimit in Sync
 ])

@@ -31,9 +31,10 @@ from shoal.envs import EnvSpec, unknown_kwargs_error
 
 INF = math.inf
 # The info keys gymnasium's locomotion envs also give at reset (their
-# _get_reset_info), less Humanoid's tendon arrays, which have no slot.
+# _get_reset_info): positions and the Humanoids' tendon arrays.
+TENDON_INFO_KEYS = ("tendon_length", "tendon_velocity")
 POSITION_INFO_KEYS = frozenset({"x_position", "y_position", "z_distance_from_origin",
-                                "distance_from_origin"})
+                                "distance_from_origin", *TENDON_INFO_KEYS})
 KINEMATIC_INFO_KEYS = POSITION_INFO_KEYS | {"x_velocity", "y_velocity"}
 C_INT_MAX = 2**31 - 1
 GENERIC_KWARGS = ("xml_file", "frame_skip", "max_episode_steps")
@@ -50,19 +51,30 @@ class Model:
     # The obs size for a parameter dict (mirrors the header's obs_size()):
     # lets a spec be configured without loading the model.
     obs_size: object
+    # The Humanoids' tendon_length and tendon_velocity arrays: the info slot
+    # where they start (ntendon lengths, then ntendon velocities; see
+    # mujoco_tendon_info in shoal_mujoco.h), and the key gymnasium lists them
+    # after. None: the env has none.
+    tendon_slot: int | None = None
+    tendons_after: str = ""
 
     @property
     def gymnasium_info_keys(self) -> tuple:
         """The info keys in gymnasium's dict order: positions and velocities
-        first, then the reward terms, each group in slot order."""
-        return (tuple(key for key in self.info_keys if key in KINEMATIC_INFO_KEYS)
+        first, then the reward terms, each group in slot order; the tendon
+        arrays where gymnasium puts them."""
+        keys = (tuple(key for key in self.info_keys if key in KINEMATIC_INFO_KEYS)
                 + tuple(key for key in self.info_keys if key not in KINEMATIC_INFO_KEYS))
+        if self.tendon_slot is None:
+            return keys
+        at = keys.index(self.tendons_after) + 1
+        return keys[:at] + TENDON_INFO_KEYS + keys[at:]
 
     @property
     def reset_info_keys(self) -> tuple:
-        """gymnasium's reset info: the positions among the info keys (the
-        header's positions() writes them after a reset, too)."""
-        return tuple(key for key in self.info_keys if key in POSITION_INFO_KEYS)
+        """gymnasium's reset info: the positions (and tendon arrays) among the
+        info keys (the header's positions() writes them after a reset, too)."""
+        return tuple(key for key in self.gymnasium_info_keys if key in POSITION_INFO_KEYS)
 
 
 MODELS = {
@@ -111,7 +123,7 @@ MODELS = {
          ("include_qfrc_actuator_in_observation", True), ("include_cfrc_ext_in_observation", True)),
         ("reward_survive", "reward_forward", "reward_ctrl", "reward_contact", "x_position",
          "y_position", "distance_from_origin", "x_velocity", "y_velocity"),
-        lambda p: _humanoid_obs(p)),
+        lambda p: _humanoid_obs(p), tendon_slot=9, tendons_after="y_position"),
     "Swimmer": Model(
         "swimmer.xml", 4,
         (("forward_reward_weight", 1.0), ("ctrl_cost_weight", 1e-4), ("reset_noise_scale", 0.1),
@@ -147,8 +159,8 @@ MODELS = {
          ("include_cinert_in_observation", True), ("include_cvel_in_observation", True),
          ("include_qfrc_actuator_in_observation", True), ("include_cfrc_ext_in_observation", True)),
         ("reward_linup", "reward_quadctrl", "reward_impact", "x_position", "y_position",
-         "z_distance_from_origin"),   # tendon_length / tendon_velocity: arrays, no slot
-        lambda p: _humanoid_obs(p)),
+         "z_distance_from_origin"),
+        lambda p: _humanoid_obs(p), tendon_slot=6, tendons_after="z_distance_from_origin"),
 }
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from shoal.envs import EnvSpec, SpecMismatchError, check_spec_against_binding
-from shoal.envs.mujoco import GYMNASIUM_INFO_DTYPES, MODELS, cfg_values, default_kwargs, render_options
+from shoal.envs.mujoco import (GYMNASIUM_INFO_DTYPES, MODELS, TENDON_INFO_KEYS, cfg_values, default_kwargs,
+                               render_options)
 from shoal.envs.mujoco.build import library_path
 from shoal.pool.layout import EPISODE_DTYPE
 
@@ -101,8 +102,11 @@ def binding_for(spec: EnvSpec) -> "MujocoBinding":
 
 
 # Mirrors `mujoco_state` in shoal_mujoco.h: one env's slot of env_states.
+INFO_SLOTS = 13       # MUJOCO_INFO_SLOTS
+INFO_TENDONS = 2      # MUJOCO_INFO_TENDONS
 STATE_DTYPE = np.dtype([("rng", np.uint64), ("elapsed_steps", np.int32), ("pad", np.int32),
-                        ("info", np.float64, (10,)), ("final_info", np.float64, (10,))])
+                        ("info", np.float64, (INFO_SLOTS,)),
+                        ("final_info", np.float64, (INFO_SLOTS,))])
 
 
 # gymnasium's OpenGL backends for offscreen frames (mujoco_rendering's
@@ -130,19 +134,18 @@ class MujocoBinding:
         if spec.name not in lib.kind_index:
             raise RuntimeError(f"{spec.name} is not in shoal's MuJoCo library (library.c's KINDS)")
         self.kind = lib.kind_index[spec.name]
-        self.info_keys = MODELS[spec.name].info_keys
-        # (slot, name) in gymnasium's key order, so info dicts list keys as its envs do
-        self._info_slots = [(self.info_keys.index(key), key)
-                            for key in MODELS[spec.name].gymnasium_info_keys]
-        self.RESET_INFO_KEYS = MODELS[spec.name].reset_info_keys   # gymnasium's reset info
-        # what gymnasium's front ends cast those keys to (info() gives float64 views)
-        self.GYMNASIUM_INFO_DTYPES = GYMNASIUM_INFO_DTYPES.get(spec.name, {})
         self.model = load_model(spec.env_kwargs["xml_file"])
-        sizes = (ctypes.c_int * 4)()
+        sizes = (ctypes.c_int * 5)()
         timestep = ctypes.c_double()
         ctrlrange = np.zeros((64, 2))
         lib.shoal_mj_model_sizes(self.model, sizes, ctypes.byref(timestep), ctrlrange.ctypes.data)
-        self.nq, self.nv, self.nu, self.na = sizes
+        self.nq, self.nv, self.nu, self.na, self.ntendon = sizes
+        self._info_slots = self._info_slots_of(MODELS[spec.name])
+        # gymnasium's reset info
+        self.RESET_INFO_KEYS = tuple(key for key in MODELS[spec.name].reset_info_keys
+                                     if key in {name for _, name in self._info_slots})
+        # what gymnasium's front ends cast those keys to (info() gives float64 views)
+        self.GYMNASIUM_INFO_DTYPES = GYMNASIUM_INFO_DTYPES.get(spec.name, {})
         self.timestep = timestep.value
         self.dt = self.timestep * spec.env_kwargs["frame_skip"]
         self.cfg = np.asarray(cfg_values(spec), dtype=np.float64)
@@ -166,10 +169,26 @@ class MujocoBinding:
             raise SpecMismatchError(f"{spec.name}: the model's ctrlrange {list(zip(low, high))} is not "
                                     f"the spec's action bounds")
 
+    def _info_slots_of(self, model) -> list[tuple]:
+        """(slot, name) in gymnasium's key order, so info dicts list keys as
+        its envs do; a tendon array's slot is a slice (its ntendon values).
+        A model with more tendons than the C env keeps has no tendon keys."""
+        slots = []
+        for key in model.gymnasium_info_keys:
+            if key in TENDON_INFO_KEYS:
+                if self.ntendon > INFO_TENDONS:
+                    continue
+                first = model.tendon_slot + TENDON_INFO_KEYS.index(key) * self.ntendon
+                slots.append((slice(first, first + self.ntendon), key))
+            else:
+                slots.append((model.info_keys.index(key), key))
+        return slots
+
     def info(self, env_states: np.ndarray, final: bool = False, keys=None) -> dict:
         """The last step's info values of every env (final: when its last
         reset began, i.e. a SAME_STEP autoreset's ended step), from the
-        pool's env_states buffer: {name: array (num_envs,)}, names as
+        pool's env_states buffer: {name: array (num_envs,), or (num_envs,
+        ntendon) for the Humanoids' tendon arrays}, names as
         gymnasium's step info. After a reset: the positions (RESET_INFO_KEYS),
         zeros elsewhere."""
         slots = env_states.view(STATE_DTYPE)["final_info" if final else "info"]

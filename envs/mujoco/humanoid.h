@@ -109,13 +109,14 @@ static int humanoid_is_healthy(const mujoco_env* env) {
     return env->cfg[HUMANOID_Z_LOW] < z && z < env->cfg[HUMANOID_Z_HIGH];
 }
 
-/* Info slots 4-6: x_position, y_position, distance_from_origin (also
- * gymnasium's reset info, less its tendon arrays). */
+/* Info slots 4-6: x_position, y_position, distance_from_origin; 9-12: the
+ * tendon arrays (together gymnasium's reset info). */
 static void humanoid_positions(const mujoco_env* env, double* info) {
     const double* qpos = env->d->qpos;
     info[4] = qpos[0];
     info[5] = qpos[1];
     info[6] = sqrt(qpos[0] * qpos[0] + qpos[1] * qpos[1]);
+    mujoco_tendon_info(env, info, 9);
 }
 
 static int humanoid_step(mujoco_env* env, const float* action, double* obs, double* reward) {

@@ -67,13 +67,14 @@ static void humanoid_standup_observe(const mujoco_env* env, double* obs) {
         for (int i = 6; i < 6 * m->nbody; i++) obs[k++] = d->cfrc_ext[i];
 }
 
-/* Info slots 3-5: x_position, y_position, z_distance_from_origin (also
- * gymnasium's reset info, less its tendon arrays). */
+/* Info slots 3-5: x_position, y_position, z_distance_from_origin; 6-9: the
+ * tendon arrays (together gymnasium's reset info). */
 static void humanoid_standup_positions(const mujoco_env* env, double* info) {
     const double* qpos = env->d->qpos;
     info[3] = qpos[0];
     info[4] = qpos[1];
     info[5] = qpos[2] - env->m->qpos0[2];
+    mujoco_tendon_info(env, info, 6);
 }
 
 static int humanoid_standup_step(mujoco_env* env, const float* action, double* obs,

@@ -74,6 +74,7 @@ void shoal_mj_model_sizes(const mjModel* m, int* sizes, double* timestep, double
     sizes[1] = m->nv;
     sizes[2] = m->nu;
     sizes[3] = m->na;
+    sizes[4] = m->ntendon;
     *timestep = m->opt.timestep;
     for (int j = 0; j < 2 * m->nu; j++) ctrlrange[j] = m->actuator_ctrlrange[j];
 }

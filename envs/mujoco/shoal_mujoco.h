@@ -35,7 +35,10 @@
 
 #include "shoal_env.h"
 
-#define MUJOCO_INFO_SLOTS 10
+/* Info values per env: the most any kind writes (Humanoid: 9 numbers and
+ * its 2 tendons' lengths and velocities). */
+#define MUJOCO_INFO_SLOTS 13
+#define MUJOCO_INFO_TENDONS 2
 
 /* One env's part of the pool's shared memory (the env_states buffer). */
 typedef struct {
@@ -194,6 +197,19 @@ static inline int mujoco_step(mujoco_env* env, const float* action, double* obs,
     trunc[0] = (uint8_t)truncated;
     mask[0] = 1;
     return terminated || truncated;
+}
+
+/* gymnasium's tendon_length and tendon_velocity info arrays (the Humanoids'
+ * hip-to-knee tendons), from info slot `first`: n lengths, then n velocities,
+ * n = the model's tendons. A model with more than MUJOCO_INFO_TENDONS has no
+ * room for them; Python then leaves both keys out. */
+static void mujoco_tendon_info(const mujoco_env* env, double* info, int first) {
+    const int n = env->m->ntendon;
+    if (n > MUJOCO_INFO_TENDONS) return;
+    for (int t = 0; t < n; t++) {
+        info[first + t] = env->d->ten_length[t];
+        info[first + n + t] = env->d->ten_velocity[t];
+    }
 }
 
 /* ---- float64 sums as numpy computes them -------------------------------- */
