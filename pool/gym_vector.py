@@ -35,6 +35,7 @@ code says. Reset ended envs with options={"reset_mask": ...}.
 """
 from __future__ import annotations
 
+from copy import deepcopy
 from typing import Any
 
 import numpy as np
@@ -114,8 +115,11 @@ class NativeVectorEnv(VectorEnv):
         self.render_mode = render_mode
         # Like SyncVectorEnv: the single env's metadata plus the autoreset mode.
         self.metadata = {**render.env_metadata(pool.spec), "autoreset_mode": autoreset_mode}
-        self.single_observation_space = pool.single_observation_space
-        self.single_action_space = pool.single_action_space
+        # This env's own copies, as SyncVectorEnv's: a script that edits one
+        # (CleanRL's `single_observation_space.dtype = np.float32`) changes
+        # neither the pool's nor the batched spaces built from the pool's.
+        self.single_observation_space = deepcopy(pool.single_observation_space)
+        self.single_action_space = deepcopy(pool.single_action_space)
         # observation_space / action_space: the pool's, built on first read (properties below)
         self._env_seeds = [seed + i // self.agents_per_env for i in range(self.num_envs)]
         self._reset_done = False

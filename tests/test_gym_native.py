@@ -574,3 +574,22 @@ def test_every_registered_id_serialises_to_json_and_back():
     for env_id in ids:
         spec = gymnasium.spec(env_id)
         assert EnvSpec.from_json(spec.to_json()) == spec, env_id
+
+
+def test_editing_a_single_space_leaves_the_batched_spaces_as_syncs():
+    """CleanRL's SAC sets `envs.single_observation_space.dtype = np.float32`
+    after make_vec; SyncVectorEnv's batched space, built at construction,
+    stays float64 (the obs dtype), and so does ours, built on first read."""
+    native = gymnasium.make_vec(ENV_ID, num_envs=2, vectorization_mode="vector_entry_point")
+    sync = gymnasium.make_vec(ENV_ID, num_envs=2, vectorization_mode="sync")
+    try:
+        for envs in (native, sync):
+            envs.single_observation_space.dtype = np.float16
+            envs.single_action_space.n = 7
+        assert native.observation_space.dtype == sync.observation_space.dtype == np.float32
+        assert native.action_space == sync.action_space == gymnasium.spaces.MultiDiscrete([2, 2])
+        obs, _ = native.reset(seed=0)
+        assert native.observation_space.contains(obs)
+    finally:
+        native.close()
+        sync.close()
