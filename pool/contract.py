@@ -124,7 +124,9 @@ def keep_unmasked(requests: np.ndarray, mask: np.ndarray | None) -> None:
 
 def construction_seed(seed):
     """A constructor's `seed` as it is kept: None drawn, a sequence (a
-    generator too) made a list, so that the construction's reset and the
+    generator too) made a list with each None entry drawn (an env's RNG is
+    unseeded before its first reset: going on with it would give every such
+    env the same fixed stream), so that the construction's reset and the
     first reset() read the same seeds; anything else as given (reset
     checks it)."""
     if seed is None:
@@ -134,7 +136,7 @@ def construction_seed(seed):
     if isinstance(seed, (int, np.integer, float, str, bytes)):
         return seed
     try:
-        return list(seed)
+        return [draw_seed() if entry is None else entry for entry in seed]
     except TypeError:
         return seed
 
@@ -146,9 +148,9 @@ class ConstructionSeed:
     so make(seed=s) then reset() starts where make() then reset(seed=s)
     does (EnvPool's first reset is its seeded one). Any step, of any env,
     ends it for every env. The seed is construction_seed's, an int (env i:
-    seed + i) or a list with one int or None per env (None: no seed of its
-    own, so a reset() goes on with its RNG); the construction's reset
-    checked it."""
+    seed + i) or a list with one seed per env (construction_seed drew its
+    None entries; a None left here: no seed of its own, so a reset() goes
+    on with its RNG); the construction's reset checked it."""
 
     def __init__(self, seed, num_envs: int):
         self.seed = seed   # as construction_seed kept it (EnvPoolCompat.config reports it)

@@ -44,7 +44,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from shoal.pool.gym_compat import validate_reset_mask
 from shoal.pool import render
-from shoal.pool.contract import check_reset_options, draw_seed
+from shoal.pool.contract import check_reset_options, construction_seed
 from shoal.envs import spec as lookup_spec
 from shoal.pool.native import Multiprocessing, NativePool, Serial, parse_autoreset_mode, split_env_kwargs
 
@@ -94,10 +94,9 @@ class NativeVectorEnv(VectorEnv):
             env_kwargs["max_episode_steps"] = max_episode_steps
         env = spec.configure(**env_kwargs)
         render.check_render_mode(env, render_mode, backend)   # before any worker starts
-        seed = pool_kwargs.pop("seed", None)
-        if seed is None:
-            # Drawn here rather than in the pool so that np_random_seed can report it.
-            seed = draw_seed()
+        # None drawn here (and a list's None entries) rather than in the
+        # pool, so that np_random_seed can report them.
+        seed = construction_seed(pool_kwargs.pop("seed", None))
         pool = _BACKENDS[backend](env, num_envs, autoreset_mode=autoreset_mode, seed=seed,
                                   **pool_kwargs)
         try:
@@ -121,7 +120,9 @@ class NativeVectorEnv(VectorEnv):
         self.single_observation_space = deepcopy(pool.single_observation_space)
         self.single_action_space = deepcopy(pool.single_action_space)
         # observation_space / action_space: the pool's, built on first read (properties below)
-        self._env_seeds = [seed + i // self.agents_per_env for i in range(self.num_envs)]
+        # (the pool checked the seed: an int, or a list of one int per env)
+        self._env_seeds = [int(seed) + i // self.agents_per_env if isinstance(seed, (int, np.integer))
+                           else int(seed[i // self.agents_per_env]) for i in range(self.num_envs)]
         self._reset_done = False
         # Library-backed envs' step info: the keys of gymnasium's (a pool's
         # may add others: Atari's EnvPool keys), and in NEXT_STEP which envs

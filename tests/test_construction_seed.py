@@ -64,7 +64,7 @@ def test_none_entries_of_a_seed_sequence_are_unseeded_resets():
 @pytest.mark.parametrize("kwargs", [dict(backend="serial"), dict(num_workers=2), dict(backend="cuda")])
 def test_a_seed_sequence_at_construction_is_that_reset(kwargs):
     """make(seed=[...]): the first reset() is reset(seed=[...]) (a None entry:
-    that env goes on with its RNG). It once added each env's index to the
+    a seed drawn from OS entropy). It once added each env's index to the
     list's seeds, and a masked first reset of the CUDA backend failed on
     the list's shape."""
     if kwargs.get("backend") == "cuda":
@@ -113,3 +113,48 @@ def test_async_reset_and_the_vector_env_views():
         assert not np.array_equal(cuda_face.reset()[0].numpy(), seeded)
     finally:
         cuda_face.close()
+
+
+@pytest.mark.parametrize("kwargs", [dict(backend="serial"), dict(num_workers=2), dict(backend="cuda")])
+def test_none_entries_at_construction_are_random_envs(kwargs):
+    """make(seed=[5, None, None]): the None envs were never seeded, and once
+    all started from one fixed RNG state: clones of each other, the same on
+    every run. Each now gets a seed drawn from OS entropy (as seed=None does)."""
+    if kwargs.get("backend") == "cuda":
+        pytest.importorskip("torch")
+        from shoal.cuda import CudaVecEnv
+        make = lambda seed: CudaVecEnv("CartPole", 3, device="cpu", seed=seed)   # noqa: E731
+    else:
+        make = lambda seed: shoal.make("CartPole", 3, seed=seed, **kwargs)   # noqa: E731
+    runs = []
+    for _ in range(2):
+        pool, reference = make([5, None, None]), make(5)
+        try:
+            first = np.array(pool.reset()[0])
+            np.testing.assert_array_equal(first[0], np.asarray(reference.reset()[0])[0])
+            np.testing.assert_array_equal(np.asarray(pool.reset(seed=[None, None, None])[0]) != first,
+                                          np.ones_like(first, dtype=bool))   # unstepped: goes on
+            runs.append(first)
+        finally:
+            pool.close()
+            reference.close()
+    assert not np.array_equal(runs[0][1], runs[0][2])        # not clones of each other
+    assert not np.array_equal(runs[0][1:], runs[1][1:])      # nor the same run to run
+
+
+def test_make_vec_takes_a_seed_list():
+    """gymnasium.make_vec(..., seed=[...]) once failed after building the
+    pool (it added an index to the list); it is the list's seeded reset,
+    and np_random_seed reports each env's seed."""
+    import gymnasium
+    native = gymnasium.make_vec("shoal/CartPole-v0", 3, vectorization_mode="vector_entry_point",
+                                seed=[4, None, 9])
+    sync = gymnasium.make_vec("shoal/CartPole-v0", 3, vectorization_mode="sync")
+    try:
+        assert native.np_random_seed[0::2] == (4, 9) and isinstance(native.np_random_seed[1], int)
+        np.testing.assert_array_equal(native.reset()[0][0::2], sync.reset(seed=[4, 0, 9])[0][0::2])
+    finally:
+        native.close()
+        sync.close()
+    with pytest.raises(ValueError, match="sequence of 3"):
+        gymnasium.make_vec("shoal/CartPole-v0", 3, seed=[1, 2])
