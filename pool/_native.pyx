@@ -3,6 +3,11 @@
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
+from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
+from libc.errno cimport errno
+
+import os
+
 import numpy as np
 
 cdef extern from "shoal_sync.h" nogil:
@@ -43,9 +48,11 @@ ctypedef struct ctrl_words:  # the fields of shoal_ctrl read from Python
 
 cdef extern from "sys/mman.h" nogil:
     void* mmap(void* addr, size_t length, int prot, int flags, int fd, long offset)
+    int munmap(void* addr, size_t length)
     enum:
         PROT_READ
         PROT_WRITE
+        MAP_SHARED
         MAP_PRIVATE
         MAP_ANONYMOUS
         MAP_FIXED
@@ -67,6 +74,61 @@ def watch_parent(int pidfd, int pid, bint is_parent):
     cdef int err = shoal_watch_parent(pidfd, pid, is_parent)
     if err:
         raise OSError(err, "cannot start the parent watcher thread")
+
+
+cdef class SharedMapping:
+    """A shared, writable mapping of `size` bytes of the file `fd`, as
+    Python's mmap.mmap(fd, size) but keeping no descriptor of its own
+    (mmap keeps a duplicate for as long as the object lives, and so does
+    every array carved from it: one descriptor for each closed pool whose
+    arrays a user kept). It unmaps when the last reference, the arrays'
+    too, is gone."""
+    cdef char* address
+    cdef Py_ssize_t size
+    cdef Py_ssize_t shape[1]
+    cdef Py_ssize_t strides[1]
+
+    def __cinit__(self, int fd, Py_ssize_t size):
+        self.address = NULL
+        if size <= 0:
+            raise ValueError(f"a mapping needs a positive size, got {size}")
+        cdef void* result = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+        if result == MAP_FAILED:
+            code = errno
+            raise OSError(code, os.strerror(code))
+        self.address = <char*>result
+        self.size = size
+        self.shape[0] = size
+        self.strides[0] = 1
+
+    def __dealloc__(self):
+        if self.address != NULL:
+            munmap(self.address, self.size)
+
+    def __len__(self):
+        return self.size
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        view.buf = self.address
+        view.obj = self
+        view.len = self.size
+        view.readonly = 0
+        view.itemsize = 1
+        view.format = NULL   # NULL: unsigned bytes, as "B"
+        if flags & PyBUF_FORMAT:
+            view.format = b"B"
+        view.ndim = 1
+        view.shape = NULL
+        if flags & PyBUF_ND:
+            view.shape = self.shape
+        view.strides = NULL
+        if (flags & PyBUF_STRIDES) == PyBUF_STRIDES:
+            view.strides = self.strides
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
 
 
 def forget_mapping(size_t address, size_t length):

@@ -11,11 +11,12 @@ a pool larger than the memory available.
 from __future__ import annotations
 
 import errno
-import mmap
 import os
 from dataclasses import dataclass
 
 import numpy as np
+
+from shoal.pool._native import SharedMapping
 
 ALIGN = 64  # every array starts on its own cache line
 
@@ -57,7 +58,7 @@ class SharedRegion:
         try:
             if owned:
                 os.ftruncate(fd, size)
-            self.memory = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            self.memory = SharedMapping(fd, size)
         except BaseException as e:
             os.close(fd)   # a failed pool keeps no descriptor
             if isinstance(e, OSError) and e.errno in (errno.ENOMEM, errno.EFBIG, errno.ENOSPC):
@@ -75,18 +76,12 @@ class SharedRegion:
         return (_attach_region, (DupFd(self.fd), self.size))
 
     def close(self) -> None:
-        """Drop the descriptor and unmap. If arrays handed out still refer to
-        the memory, the mapping (and mmap's own descriptor) stays valid until
-        the last of them is gone, then the kernel frees it."""
+        """Drop the descriptor and the mapping: it unmaps once no array
+        refers to it (arrays handed out stay valid, with no descriptor
+        held), then the kernel frees the memory."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        if self.memory is None:
-            return
-        try:
-            self.memory.close()
-        except BufferError:
-            pass  # views still exported: they own the mapping now
         self.memory = None
 
 

@@ -235,7 +235,8 @@ class NativePool:
             raise TypeError(f"env must be a first-party env name or an EnvSpec, got {env!r}; "
                             f"shoal has: {', '.join(env_names())}")
         self.spec = self.spec.configure(**(env_kwargs or {}))
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+        if timeout is not None and (isinstance(timeout, (bool, np.bool_))
+                                    or not isinstance(timeout, (int, float, np.integer, np.floating))
                                     or not timeout > 0):
             raise ValueError(f"timeout must be None or a positive number of seconds, got {timeout!r}")
         self.timeout = None if timeout is None else float(timeout)
@@ -517,9 +518,13 @@ class NativePool:
     def _drop_async_batches(self) -> None:
         """A reset starts the async protocol over: wait for the batches in
         flight and drop them, with those awaiting send()."""
-        while self._in_flight:
-            self._finish_or_close(self._in_flight.popleft())
-        self._with_user.clear()
+        try:   # (an interrupt between taking a batch and waiting for it: close, as below)
+            while self._in_flight:
+                self._finish(self._in_flight.popleft())
+            self._with_user.clear()
+        except BaseException:
+            self.close()
+            raise
 
     def async_reset(self, *, seed=None, options: dict | None = None) -> None:
         """Reset all envs without waiting; recv() then returns batches in
@@ -537,9 +542,13 @@ class NativePool:
         self._set_seeds(seed)
         if self._construction_seed is not None:
             self._construction_seed.on_reset(self._buffers.reset_requests, self._buffers.seeds)
-        for batch in range(self.num_batches):
-            self._in_flight.append(batch)
-            self._start_or_close(batch, _native.CMD_RESET)
+        try:   # (an interrupt between queueing a batch and starting it: close, as in _send)
+            for batch in range(self.num_batches):
+                self._in_flight.append(batch)
+                self._start(batch, _native.CMD_RESET)
+        except BaseException:
+            self.close()
+            raise
 
     # ---- stepping -----------------------------------------------------------------
     def _write_actions(self, actions, rows: slice, target: np.ndarray | None = None) -> None:
@@ -682,21 +691,6 @@ class NativePool:
         """EnvPool's flag: True when batches are smaller than the pool (send/recv)."""
         return self.batch_size < self.num_envs
 
-    def _finish_or_close(self, batch: int) -> None:
-        """Wait for `batch`; any failure (a dead worker, Ctrl-C) closes the pool."""
-        try:
-            self._finish(batch)
-        except BaseException:
-            self.close()
-            raise
-
-    def _start_or_close(self, batch: int, command: int) -> None:
-        try:
-            self._start(batch, command)
-        except BaseException:
-            self.close()
-            raise
-
     def _run_all(self, command: int) -> None:
         """Run `command` on every batch and wait. An exception in between
         (Ctrl-C, a dead worker) closes the pool: workers may be mid-command."""
@@ -786,10 +780,17 @@ class NativePool:
                 raise ValueError(f"env_ids do not match the batch awaiting actions "
                                  f"(envs {expected[0]}..{expected[-1]})")
         self._write_actions(actions, rows)
-        self._construction_seed.stepped()
-        self._with_user.popleft()
-        self._in_flight.append(batch)
-        self._start_or_close(batch, _native.CMD_STEP)
+        # A Ctrl-C (any signal handler's exception) between moving the
+        # batch and starting it would lose the batch, or leave one in flight
+        # that never runs (recv() would wait forever): the pool closes instead.
+        try:
+            self._construction_seed.stepped()
+            self._with_user.popleft()
+            self._in_flight.append(batch)
+            self._start(batch, _native.CMD_STEP)
+        except BaseException:
+            self.close()
+            raise
 
     def recv(self):
         """Wait for the next batch in flight (batches come back in a fixed
@@ -814,9 +815,13 @@ class NativePool:
     def _recv(self):
         if not self._in_flight:
             raise RuntimeError("recv() with nothing in flight: call async_reset() or send() first")
-        batch = self._in_flight.popleft()
-        self._finish_or_close(batch)
-        self._with_user.append(batch)
+        try:   # (an interrupt between these would lose the batch: close, as in _send)
+            batch = self._in_flight.popleft()
+            self._finish(batch)
+            self._with_user.append(batch)
+        except BaseException:
+            self.close()
+            raise
         rows = self._rows(batch)
         b = self._buffers
         info = self._step_info(rows)

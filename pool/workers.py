@@ -205,6 +205,10 @@ class Workers:
         self.processes: list = []
         self.ranges: list[tuple[int, int]] = []
         self.owner_pid = os.getpid()
+        # One shutdown at a time: the pool's finalizer at interpreter exit
+        # and a thread's close() after its call failed once raced on the
+        # same Process objects (join on a closed one raised).
+        self._shutdown_lock = threading.RLock()
         _ALL_WORKERS.add(self)
 
     def start(self, ctx, target, name: str, args: tuple, start: int, stop: int,
@@ -273,7 +277,7 @@ class Workers:
         close() knows to free."""
         if os.getpid() != self.owner_pid:
             return
-        with deferred_signals():
+        with deferred_signals(), self._shutdown_lock:
             self._shutdown(join_timeout)
 
     def _shutdown(self, join_timeout: float) -> None:

@@ -2,6 +2,7 @@
 the process (not the thread) that made the pool on every start method,
 timeouts, misuse from other threads or forked children, memory of closed
 pools, closed-pool errors, oversized pools, unpicklable pools."""
+import collections
 import multiprocessing.process
 import os
 import pickle
@@ -289,11 +290,82 @@ def test_a_pool_in_a_daemonic_process_says_to_step_serially(no_leaks):
 
 
 def test_timeout_is_validated_and_serial_accepts_it():
-    with pytest.raises(ValueError, match="timeout"):
-        Serial("cartpole", 2, timeout=0)
-    pool = Serial("cartpole", 2, timeout=0.1, seed=0)
-    pool.step(np.zeros(2, np.int32))
+    for bad in (0, -1.0, np.float32(0), True, np.bool_(True), "5"):
+        with pytest.raises(ValueError, match="timeout"):
+            Serial("cartpole", 2, timeout=bad)
+    for good in (0.1, 2, np.int64(5), np.float32(0.5)):   # numpy numbers too, as num_envs & co
+        pool = Serial("cartpole", 2, timeout=good, seed=0)
+        assert type(pool.timeout) is float and pool.timeout == float(good)
+        pool.step(np.zeros(2, np.int32))
+        pool.close()
+
+
+def test_two_shutdowns_at_once_do_not_race(monkeypatch, no_leaks):
+    """The pool's finalizer at interpreter exit and a daemon thread's
+    close() (its step saw the workers go) once ran Workers.shutdown at the
+    same time on the same processes: 'process object is closed' tracebacks
+    at exit. Shutdowns now take turns; joins are slowed here to widen the
+    window that raced."""
+    pool = shoal.make("CartPole", 4, num_workers=2, parent_share=False, seed=0)
+    join = multiprocessing.process.BaseProcess.join
+
+    def slow_join(self, timeout=None):
+        time.sleep(0.05)
+        return join(self, timeout)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "join", slow_join)
+    errors, start = [], threading.Barrier(4)
+
+    def shut_down():
+        start.wait()
+        try:
+            pool._workers.shutdown()
+        except BaseException as e:   # noqa: BLE001 (what the race raised)
+            errors.append(e)
+
+    threads = [threading.Thread(target=shut_down) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert pool._workers.processes == []
     pool.close()
+
+
+class _InterruptedOnce(collections.deque):
+    """A pool's batch queue whose next append raises KeyboardInterrupt, as a
+    Ctrl-C landing between a batch leaving one queue and entering the other."""
+    fire = True
+
+    def append(self, batch):
+        if self.fire:
+            self.fire = False
+            raise KeyboardInterrupt
+        super().append(batch)
+
+
+@pytest.mark.parametrize("queue, call", [("_in_flight", "send"), ("_with_user", "recv")])
+def test_ctrl_c_between_the_async_queues_closes_the_pool(queue, call, no_leaks):
+    """An interrupt between send()'s (or recv()'s) two queue moves once
+    left the pool open with a batch gone from both: its envs never stepped
+    again, silently. The pool now closes, as for a Ctrl-C while waiting."""
+    pool = shoal.make("CartPole", 8, batch_size=4, num_workers=2, seed=0)
+    try:
+        pool.async_reset()
+        pool.recv()
+        setattr(pool, queue, _InterruptedOnce(getattr(pool, queue)))
+        with pytest.raises(KeyboardInterrupt):
+            if call == "send":
+                pool.send(np.zeros(4, np.int32))
+            else:
+                pool.send(np.zeros(4, np.int32))   # batch 0 in flight
+                pool.recv()                          # batch 1 (sent by async_reset): interrupted
+        assert pool.closed
+        with pytest.raises(PoolClosedError):
+            pool.recv()
+    finally:
+        pool.close()
 
 
 def test_python_pool_step_wait_timeout_as_gymnasium(no_leaks):
@@ -493,18 +565,37 @@ def test_a_pool_that_cannot_map_its_memory_keeps_no_descriptor(no_leaks, monkeyp
     check cannot see) is a MemoryError naming the size, and its memfd is
     closed (each failed pool once kept one)."""
     import errno
-    import mmap
 
     from shoal.pool import layout
 
     def refuse(*args, **kwargs):
         raise OSError(errno.ENOMEM, os.strerror(errno.ENOMEM))
 
-    monkeypatch.setattr(layout.mmap, "mmap", refuse)
+    monkeypatch.setattr(layout, "SharedMapping", refuse)
     for _ in range(3):
         with pytest.raises(MemoryError, match="cannot map .* bytes of shared memory"):
             shoal.make("CartPole", 64, num_workers=2)
-    monkeypatch.setattr(layout.mmap, "mmap", mmap.mmap)
+    monkeypatch.undo()
+
+
+def test_arrays_kept_from_closed_pools_hold_no_descriptor(no_leaks):
+    """An array kept from a closed pool keeps its memory mapped, but no file
+    descriptor: Python's mmap kept one per pool, so a program keeping one
+    result of each evaluation pool ran out of descriptors (EMFILE)."""
+    def open_descriptors():
+        return len(os.listdir("/proc/self/fd"))
+
+    kept, before = [], None
+    for i in range(12):
+        pool = shoal.make("CartPole", 4, num_workers=2, seed=i)
+        kept.append(pool.step(np.zeros(4, np.int32))[1])   # rewards: a view of the pool's memory
+        pool.close()
+        if i == 1:
+            before = open_descriptors()
+    assert open_descriptors() - before <= 1   # not one per closed pool (10)
+    assert all((rewards == 1.0).all() for rewards in kept)   # still readable
+    kept[0][:] = 7.0                                          # and writable
+    del kept, pool
 
 
 # ---- 9. forked children cannot drive the parent's workers --------------------------------
