@@ -630,9 +630,7 @@ class NativePool:
             return self._step_env_ids(actions, env_id)
         self._enter()
         try:
-            if self._in_flight or self._with_user:
-                raise RuntimeError("step() while async batches are out: use send()/recv(), or "
-                                   "reset() to drop them")
+            self._answer_received_batch_by_step()
             all_rows = slice(0, self.num_rows)
             self._write_actions(actions, all_rows)
             self._construction_seed.stepped()
@@ -645,8 +643,17 @@ class NativePool:
         finally:
             self._leave()
 
+    def _answer_received_batch_by_step(self) -> None:
+        """step() with no batch in flight answers a one-batch pool's recv()
+        (EnvPool's step is send + recv: code mixes them); with async
+        batches out it is an error."""
+        if self._in_flight or (self._with_user and self.num_batches > 1):
+            raise RuntimeError("step() while async batches are out: use send()/recv(), or "
+                               "reset() to drop them")
+        self._with_user.clear()
+
     def _step_env_ids(self, actions, env_id):
-        if self._with_user:
+        if self._with_user and self.num_batches > 1:
             self.send(actions, env_id)
             return self.recv()
         ids = self._env_id_array(env_id)
@@ -658,9 +665,7 @@ class NativePool:
         """step(actions, env_id) of envs `ids`, not every env in order."""
         self._enter()
         try:
-            if self._in_flight:
-                raise RuntimeError("step() while async batches are out: use send()/recv(), or "
-                                   "reset() to drop them")
+            self._answer_received_batch_by_step()
             b = self._buffers
             rows = self._env_rows(ids)
             if len(ids) == 0:   # nothing to step: the actions must still be none
@@ -770,6 +775,10 @@ class NativePool:
             self._leave()
 
     def _send(self, actions, env_ids) -> None:
+        if not self._with_user and self.num_batches == 1 and not self._in_flight:
+            # a one-batch pool's reset() / step() handed every env to the
+            # caller: send() answers them (EnvPool's reset() is async_reset + recv)
+            self._with_user.append(0)
         if not self._with_user:
             raise RuntimeError("send() without a batch to answer: call async_reset() and recv() first")
         batch = self._with_user[0]

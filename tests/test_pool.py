@@ -272,6 +272,36 @@ def test_envpool_style_surface(no_leaks):
         np.testing.assert_array_equal(pool.recv()[4]["env_id"], [0, 1])
 
 
+@pytest.mark.parametrize("kwargs", [dict(backend="serial"), dict(num_workers=2), dict(num_workers=2,
+                                                                                   parent_share=True)])
+def test_one_batch_pool_mixes_step_with_send_and_recv(kwargs, no_leaks):
+    """EnvPool's step is send + recv and its reset async_reset + recv, so
+    EnvPool code mixes them on a one-batch pool: send() after reset() or
+    step() answers the envs they returned, and step() after recv() answers
+    the received batch. Each equals plain stepping; a step with a batch in
+    flight is still an error."""
+    actions = np.array([0, 1, 1, 0], np.int32)
+    with shoal.make("CartPole", 4, seed=0, **kwargs) as pool, \
+            shoal.make("CartPole", 4, seed=0, backend="serial") as reference:
+        def same(ours):
+            np.testing.assert_array_equal(ours[0], reference.step(actions)[0])
+
+        pool.reset()
+        reference.reset()
+        pool.send(actions)                 # after reset()
+        same(pool.recv())
+        same(pool.step(actions))           # after recv()
+        pool.send(actions)                 # after step()
+        same(pool.recv())
+        obs, _, _, _, info = pool.step(actions[[1, 3]], [1, 3])   # a partial step after recv()
+        ref = reference.step(actions[[1, 3]], [1, 3])
+        np.testing.assert_array_equal(obs, ref[0])
+        pool.send(actions)
+        with pytest.raises(RuntimeError, match="in flight|async batches are out"):
+            pool.step(actions)
+        same(pool.recv())
+
+
 def test_envpool_compat_gives_one_envs_spaces_and_the_pools_calls(no_leaks):
     """EnvPoolCompat: EnvPool's spaces (one env's), so that code sampling
     them per env (Tianshou's random warm-up) gets independent actions of
