@@ -961,7 +961,8 @@ class Multiprocessing(NativePool):
     """Envs stepped by worker processes, each owning a contiguous block of
     rows in shared memory.
 
-    context: multiprocessing start method ("fork" default on Linux, fast to
+    context: multiprocessing start method (default: the one chosen with
+    multiprocessing.set_start_method(), else "fork" on Linux, fast to
     start; "spawn" / "forkserver" also work).
 
     parent_share: this process steps one of the num_workers blocks itself,

@@ -456,7 +456,9 @@ class AsyncVectorEnv(VectorEnv):
             layout.
         copy: reset() and step() return a copy of the observations (default);
             False returns views of the shared buffers, overwritten next step.
-        context: multiprocessing start method (default: "fork" on Linux).
+        context: multiprocessing start method (default: the one chosen with
+            multiprocessing.set_start_method(), as gymnasium's; else "fork"
+            on Linux).
         daemon: daemonic worker processes (default True; False lets envs
             start processes of their own).
         worker: gymnasium's custom pipe worker; not supported here (shoal's

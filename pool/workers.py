@@ -51,9 +51,24 @@ class WorkerError(RuntimeError):
 
 
 def start_method(context: str | None) -> str:
-    """The multiprocessing start method of a pool: `context`, else "fork"
-    where the platform has it (fast to start), else "spawn"."""
-    return context or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    """The multiprocessing start method of a pool: `context`; else one the
+    program set with multiprocessing.set_start_method() (gymnasium's
+    AsyncVectorEnv follows it too); else "fork" where the platform has it
+    (fast to start), else "spawn"."""
+    return (context or _start_method_set_by_the_program()
+            or ("fork" if "fork" in mp.get_all_start_methods() else "spawn"))
+
+
+def _start_method_set_by_the_program() -> str | None:
+    """The global start method where set_start_method() made it differ from
+    the platform's default; None otherwise. (get_start_method() cannot tell:
+    any use of multiprocessing fixes the platform default, which on Python
+    3.14 is forkserver, chosen by nobody.)"""
+    default = getattr(mp.context, "_default_context", None)
+    actual = getattr(default, "_actual_context", None)
+    if actual is None or actual is getattr(default, "_default_context", None):
+        return None
+    return actual.get_start_method()
 
 
 class ParentWatch:

@@ -5,6 +5,9 @@ AsyncVectorEnv API (errors, async calls, attributes, timeouts, closing).
 Faults (env exceptions, killed workers, Ctrl-C) live in tests/test_faults.py.
 """
 import functools
+import subprocess
+import sys
+import textwrap
 import multiprocessing as mp
 import time
 
@@ -944,3 +947,34 @@ def test_under_gymnasium_vector_wrappers(no_leaks, mode):
     finally:
         pool.close()
         sync.close()
+
+
+def test_the_programs_start_method_is_followed(tmp_path):
+    """multiprocessing.set_start_method("spawn") in a script: the native
+    pool and AsyncVectorEnv start their workers with it (gymnasium's
+    AsyncVectorEnv follows it; shoal forked regardless). Without it, fork,
+    even after multiprocessing fixed its platform default by being used."""
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import multiprocessing as mp, sys
+        import gymnasium, numpy as np
+        if __name__ == "__main__":
+            if sys.argv[1] != "none":
+                mp.set_start_method(sys.argv[1])
+            mp.get_start_method()   # any use fixes the default: not a choice
+            import shoal
+            from shoal.pool import AsyncVectorEnv
+            with shoal.make("CartPole", 4, num_workers=2, seed=0) as pool:
+                pool.step(np.zeros(4, np.int32))
+                native = pool._context
+            envs = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
+            envs.reset(seed=0)
+            envs.close()
+            from shoal.pool.workers import start_method
+            print(native, start_method(envs.context))
+    """))
+    for chosen, expected in (("spawn", "spawn"), ("none", "fork")):
+        out = subprocess.run([sys.executable, str(script), chosen], capture_output=True, text=True,
+                             timeout=120, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == [expected, expected], out.stdout
