@@ -60,9 +60,17 @@ def _check_layout() -> None:
         parts[name] = _os.path.dirname(spec.origin) if spec is not None and spec.origin else None
     if parts["envs"] is None:   # e.g. a checkout's shoal/ on sys.path, no shoal installed
         root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+        import importlib.metadata
+        try:
+            importlib.metadata.distribution("shoal")
+            advice = (f"a shoal is installed, but this checkout's shoal/ comes first on sys.path "
+                      f"(running from {root}, or PYTHONPATH): run from another directory, or with "
+                      f"python -P; or install this checkout instead: pip install -e {root}")
+        except importlib.metadata.PackageNotFoundError:
+            advice = f"pip install -e {root}"
         raise ModuleNotFoundError(f"No module named 'shoal.envs': shoal was imported from {root}, "
                                   f"a checkout that is not installed (its envs/ and pool/ become "
-                                  f"shoal.envs and shoal.pool once installed): pip install -e {root}",
+                                  f"shoal.envs and shoal.pool once installed): {advice}",
                                   name=f"{__name__}.envs")
     problem = _mixed_checkouts(_os.path.dirname(_os.path.abspath(__file__)), parts)
     if problem:

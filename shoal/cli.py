@@ -168,24 +168,24 @@ def _train(args: list[str]) -> int:
         ini = os.path.basename(config.env_ini(env)) if env else None
         where = ("default.ini" if ini is None else f"default.ini + {ini}" if os.path.exists(config.env_ini(env))
                  else f"default.ini, no {ini}")
-        print(f"usage: {usage}\n\nTrain a PPO agent on ENV, a first-party env (listed below the options).\n"
-              f"Config: configs/default.ini, then configs/ENV.ini, then --config files, then flags.\n\n"
-              f"Every value is checked (range, choices) before anything runs: a bad one is an\n"
-              f"error naming its key (exit status 2).\n\n"
-              f"options:\n  --config FILE        an extra ini file (repeatable)\n"
-              f"  --resume CHECKPOINT  continue from a checkpoint.pt: its [env] and [policy]\n"
-              f"                       settings are used (the weights fix the policy's shape),\n"
-              f"                       [vec] and [train] come from the command line as usual\n"
-              f"  --run-dir DIR        write logs and checkpoints here (default: a new folder\n"
-              f"                       [train] run_dir/ENV-sSEED-TIME[-N]). DIR may be new or\n"
-              f"                       empty; a DIR holding a run (config.ini, log.csv or\n"
-              f"                       checkpoint.pt) is refused, unless --resume names the\n"
-              f"                       checkpoint in DIR: then the run goes on there\n"
-              f"  --nproc N            train data-parallel over N processes on this machine:\n"
-              f"                       shorthand for torchrun --standalone --nproc-per-node N\n"
-              f"                       -m shoal train ... (README: Scaling out; [dist] keys)\n\n"
-              f"{env_families()}\n\n"
-              f"keys ({where}; flag, default, type):\n{config.help_text(cfg)}")
+        print_out(f"usage: {usage}\n\nTrain a PPO agent on ENV, a first-party env (listed below the options).\n"
+                  f"Config: configs/default.ini, then configs/ENV.ini, then --config files, then flags.\n\n"
+                  f"Every value is checked (range, choices) before anything runs: a bad one is an\n"
+                  f"error naming its key (exit status 2).\n\n"
+                  f"options:\n  --config FILE        an extra ini file (repeatable)\n"
+                  f"  --resume CHECKPOINT  continue from a checkpoint.pt: its [env] and [policy]\n"
+                  f"                       settings are used (the weights fix the policy's shape),\n"
+                  f"                       [vec] and [train] come from the command line as usual\n"
+                  f"  --run-dir DIR        write logs and checkpoints here (default: a new folder\n"
+                  f"                       [train] run_dir/ENV-sSEED-TIME[-N]). DIR may be new or\n"
+                  f"                       empty; a DIR holding a run (config.ini, log.csv or\n"
+                  f"                       checkpoint.pt) is refused, unless --resume names the\n"
+                  f"                       checkpoint in DIR: then the run goes on there\n"
+                  f"  --nproc N            train data-parallel over N processes on this machine:\n"
+                  f"                       shorthand for torchrun --standalone --nproc-per-node N\n"
+                  f"                       -m shoal train ... (README: Scaling out; [dist] keys)\n\n"
+                  f"{env_families()}\n\n"
+                  f"keys ({where}; flag, default, type):\n{config.help_text(cfg)}")
         return 0
     if env is None:
         print(f"usage: {usage}\nshoal train: error: the env is required, e.g. cartpole "

@@ -21,7 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
-from pettingzoo import ParallelEnv
+try:
+    from pettingzoo import ParallelEnv
+except ImportError as e:
+    raise ImportError('shoal.pettingzoo_env needs PettingZoo: pip install "shoal[pettingzoo]" '
+                      '(or pip install pettingzoo)') from e
 
 from shoal.envs import spec as env_spec
 from shoal.pool import render

@@ -76,6 +76,8 @@ def test_a_clone_root_on_sys_path_is_not_mixed_in_silently(tmp_path):
                          cwd=clone, timeout=60, env=env)
     if envs_dir == SHOAL_DIR / "envs":   # a wheel's layout: nothing to mix with
         assert out.returncode != 0 and f"pip install -e {clone}" in out.stderr, out.stderr
+        # a shoal is installed (this one): the way out is to step aside from the clone
+        assert "run from another directory, or with python -P" in out.stderr, out.stderr
     else:
         assert out.returncode == 0, out.stderr
         assert "RuntimeWarning" in out.stderr and f"shoal is imported from {clone / 'shoal'}" in out.stderr
@@ -89,3 +91,13 @@ def test_a_gymnasium_older_than_1_1_is_named_at_import():
     code = "import gymnasium.vector as v\ndel v.AutoresetMode\nimport shoal\n"
     p = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "ImportError: shoal needs gymnasium >= 1.1, and gymnasium " in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("module, library, extra", [("shoal.pettingzoo_env", "pettingzoo", "pettingzoo"),
+                                                    ("shoal.sb3", "stable_baselines3", "sb3")])
+def test_a_missing_extra_is_named(module, library, extra):
+    """Without the optional library, importing its front end says which
+    extra to install (pettingzoo's once gave a bare ModuleNotFoundError)."""
+    code = f"import sys\nsys.modules[{library!r}] = None\nimport {module}\n"
+    p = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and f'pip install "shoal[{extra}]"' in p.stderr, p.stderr

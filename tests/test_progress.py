@@ -147,3 +147,14 @@ def test_print_out_and_the_dashboards_console_go_quiet_when_stdouts_reader_left(
         p.stdout.close()
         err = p.stderr.read().decode()
         assert p.wait(timeout=60) == 0 and err == "", err
+
+
+def test_train_help_into_a_closed_pipe_exits_quietly():
+    """`shoal train cartpole --help | head -1`: the long help text met a
+    reader that had left (BrokenPipeError traceback, exit 1); it now goes
+    through print_out, as the CLI's other stdout lines."""
+    p = subprocess.Popen([sys.executable, "-P", "-m", "shoal", "train", "cartpole", "--help"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()   # the reader leaves before the help is written
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 0 and err == "", err
