@@ -73,6 +73,44 @@ class LeakSnapshot:
     shm: frozenset
 
 
+def _held_by_another_process(shm_name: str) -> bool:
+    """Whether a live process outside this one and its descendants maps or
+    opens /dev/shm/`shm_name`: another program's (a neighbour job's
+    multiprocessing lock), not a leak of this test. Scanned only for a new
+    entry, which is rare."""
+    path = f"/dev/shm/{shm_name}"
+    try:   # (glibc maps a semaphore under its temporary name: match the inode)
+        inode = str(os.stat(path).st_ino)
+    except OSError:
+        return True   # gone already: nobody's leak
+    ours = {os.getpid()}
+    todo = [os.getpid()]
+    while todo:
+        try:
+            with open(f"/proc/{todo[-1]}/task/{todo.pop()}/children") as f:
+                kids = [int(p) for p in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            kids = []
+        ours.update(kids)
+        todo += kids
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in ours:
+            continue
+        try:
+            with open(f"/proc/{entry}/maps") as maps:
+                for line in maps:
+                    fields = line.split(maxsplit=5)
+                    if len(fields) == 6 and fields[4] == inode and fields[5].startswith("/dev/shm/"):
+                        return True
+            if any(os.stat(f"/proc/{entry}/fd/{fd}").st_ino == int(inode)
+                   and os.readlink(f"/proc/{entry}/fd/{fd}").startswith("/dev/shm/")
+                   for fd in os.listdir(f"/proc/{entry}/fd")):
+                return True
+        except OSError:   # gone meanwhile, or not ours to read
+            continue
+    return False
+
+
 def leak_snapshot() -> LeakSnapshot:
     return LeakSnapshot(open_fds(), memfd_mappings(), frozenset(child_pids()), frozenset(shm_entries()))
 
@@ -96,7 +134,7 @@ def leaks_since(before: LeakSnapshot) -> list[str]:
     children = child_pids() - before.children
     if children:
         problems.append(f"child processes left behind: {sorted(children)}")
-    shm = shm_entries() - before.shm
+    shm = {name for name in shm_entries() - before.shm if not _held_by_another_process(name)}
     if shm:
         problems.append(f"/dev/shm entries left behind: {sorted(shm)}")
     return problems

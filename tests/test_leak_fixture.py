@@ -73,3 +73,40 @@ def test_a_clean_test_passes(no_leaks):
         pool.step(np.zeros(4, np.int32))
     del obs, info   # views of the pool's memory
     assert_no_leaks(inner)
+
+
+def test_another_programs_dev_shm_entry_is_not_a_leak(tmp_path):
+    """A neighbour job's multiprocessing lock (/dev/shm/sem.mp-*, made while
+    a test runs) is not this test's leak; the same entry left by nobody is."""
+    import time
+
+    inner = leak_snapshot()
+    ready = tmp_path / "ready"
+    # double fork: the lock's holder is not a descendant of this process
+    neighbour = subprocess.run([sys.executable, "-c", f"""
+import multiprocessing as mp, os, pathlib, time
+if os.fork() == 0:
+    os.setsid()
+    lock = mp.get_context("spawn").Lock()   # a named semaphore, kept for its children
+    pathlib.Path({str(ready)!r}).write_text(str(os.getpid()))
+    time.sleep(30)
+    os._exit(0)
+"""], timeout=60, stderr=subprocess.DEVNULL)   # (its resource tracker warns when it is killed)
+    assert neighbour.returncode == 0
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    holder = int(ready.read_text())
+    try:
+        assert shm_entries() - inner.shm, "the neighbour's lock made no /dev/shm entry"
+        assert_no_leaks(inner, settle_s=SHORT)
+        stray = "sem.shoal-leak-test"
+        with open(f"/dev/shm/{stray}", "w"):
+            pass
+        try:
+            with pytest.raises(AssertionError, match=stray):
+                assert_no_leaks(inner, settle_s=SHORT)
+        finally:
+            os.unlink(f"/dev/shm/{stray}")
+    finally:
+        os.kill(holder, 9)
