@@ -831,6 +831,11 @@ class NativePool:
         except BaseException:
             self.close()
             raise
+        return self._batch_result(batch)
+
+    def _batch_result(self, batch: int) -> tuple:
+        """What recv() returns for `batch`, read from the buffers as they are
+        (EnvPoolCompat.xla reads one for its shapes and dtypes)."""
         rows = self._rows(batch)
         b = self._buffers
         info = self._step_info(rows)

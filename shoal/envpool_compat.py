@@ -248,6 +248,57 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
             return self._result((obs, info), reset=True)
         return self._result(self.pool.reset(env_id, seed=seed), reset=True)
 
+    def xla(self) -> tuple:
+        """EnvPool's XLA interface: (handle, recv, send, step), JAX functions
+        that run inside jax.jit, lax.scan and lax.while_loop:
+
+            handle, recv, send, step = envs.xla()
+            handle, (obs, rew, term, trunc, info) = recv(handle)
+            handle = send(handle, actions, env_id)      # env_id optional
+            handle, result = step(handle, actions, env_id)
+
+        Thread the handle through (its value means nothing; it orders the
+        calls). Results are recv()'s, as JAX arrays of JAX's dtypes (float64
+        as float32 unless jax_enable_x64). Made with jax.experimental's
+        io_callback: each call leaves the compiled program for a call into
+        the pool on the host, where EnvPool's runs as an XLA custom call, so
+        it works everywhere JAX does (CPU, GPU) at the cost of a host round
+        trip per call. Needs jax (pip install jax)."""
+        try:
+            import jax
+            from jax.experimental import io_callback
+        except ImportError as e:
+            raise ImportError("xla() needs JAX: pip install jax (EnvPool's XLA interface is "
+                              "built on jax.experimental.io_callback)") from e
+        # recv()'s result for the first batch, read without waiting: its
+        # structure, shapes and (JAX's) dtypes are every recv()'s
+        sample = self._result(self.pool._batch_result(0))
+        result_type = jax.tree_util.tree_map(
+            lambda x: jax.ShapeDtypeStruct(np.shape(x), jax.dtypes.canonicalize_dtype(np.asarray(x).dtype)),
+            sample)
+        handle = jax.numpy.zeros(8, jax.numpy.uint8)
+        handle_type = jax.ShapeDtypeStruct(handle.shape, handle.dtype)
+
+        def host_recv(handle):
+            result = jax.tree_util.tree_map(lambda x, t: np.asarray(x, dtype=t.dtype), self.recv(), result_type)
+            return handle, result
+
+        def host_send(handle, actions, env_id=None):
+            self.send(np.asarray(actions), None if env_id is None else np.asarray(env_id))
+            return handle
+
+        def recv(handle):
+            return io_callback(host_recv, (handle_type, result_type), handle)
+
+        def send(handle, actions, env_id=None):
+            args = (handle, actions) if env_id is None else (handle, actions, env_id)
+            return io_callback(host_send, handle_type, *args)
+
+        def step(handle, actions, env_id=None):
+            return recv(send(handle, actions, env_id))
+
+        return handle, recv, send, step
+
     @property
     def config(self) -> dict:
         """EnvPool's `envs.config`: the pool's settings under EnvPool's names
