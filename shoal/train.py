@@ -197,6 +197,7 @@ class Policy(nn.Module):
         self.nvec = [] if self.continuous else [int(n) for n in spec.action_nvec]
         self.action_size = spec.action_size  # components per action row
         self.action_dtype = torch.float32 if self.continuous else torch.long
+        self.obs_shape = tuple(spec.obs_shape)   # one row's (act() checks its batches against it)
         high = np.max(spec.obs_high)
         self.classes = int(high) + 1 if np.dtype(spec.obs_dtype) == np.uint8 and high < 32 else 0
         if self.cnn:
@@ -291,6 +292,10 @@ class Policy(nn.Module):
         `done` (the rows whose episode just ended) back each step."""
         device = next(self.parameters()).device
         obs = torch.as_tensor(np.asarray(obs), device=device)
+        if tuple(obs.shape[1:]) != self.obs_shape:
+            one = " (one row: obs[None])" if tuple(obs.shape) == self.obs_shape else ""
+            rows = ", ".join(["rows", *map(str, self.obs_shape)])
+            raise ValueError(f"act() takes a batch of obs rows, shape ({rows}), got {tuple(obs.shape)}{one}")
         if done is not None:
             done = torch.as_tensor(np.asarray(done), dtype=torch.float32, device=device)
         elif self.lstm is not None:
@@ -1118,7 +1123,10 @@ class Logger:
         if tc["tensorboard"]:
             try:
                 from torch.utils.tensorboard import SummaryWriter
-                self.tb = SummaryWriter(run_dir)
+                # Resuming in place: TensorBoard hides the earlier event
+                # files' steps after the checkpoint, as log.csv drops them
+                purge = resume_step + 1 if append and resume_step is not None else None
+                self.tb = SummaryWriter(run_dir, purge_step=purge)
                 self._quiet_tensorboard_writer_errors()
             except ImportError:  # tensorboard not installed
                 self.tb = None
@@ -1646,6 +1654,12 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     eval_seed, final_eval_seed = eval_seeds(tc)
     summary = {"run_dir": run_dir, "checkpoint": ckpt_path, "interrupted": False}
     finished = False   # the loop ran to its end (no signal, no error)
+    stopped_by = None  # the KeyboardInterrupt (Ctrl-C, SIGTERM) that ended the loop
+
+    def unstarted() -> bool:
+        """A fresh run stopped before its first update: nothing to keep."""
+        return not finished and ckpt is None and progress["update"] == 0
+
     # An error inside an update (a rank that left mid-sum, say) leaves the
     # weights and Adam state part-way through it: no final save then, so the
     # checkpoint on disk (the last periodic one) holds whole updates only.
@@ -1754,12 +1768,15 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM (Terminated)
         summary["interrupted"] = True
         summary["signal"] = signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
-        if dist.is_main:
+        stopped_by = e
+        if dist.is_main and not unstarted():
             print(f"\n{'terminated' if isinstance(e, Terminated) else 'interrupted'}: writing a final "
                   f"checkpoint", file=sys.stderr)
     except Exception as e:  # e.g. a pool worker died: save what was learnt, then re-raise
         keep_last_checkpoint = mid_update
-        if dist.is_main and mid_update:
+        if dist.is_main and unstarted():
+            e.add_note(f"no update had run: the run folder {run_dir} is given back")
+        elif dist.is_main and mid_update:
             kept = f"the last checkpoint saved stays: {ckpt_path}" if os.path.exists(ckpt_path) \
                 else "no checkpoint was saved before it"
             print(f"\ntraining stopped by an error inside an update: {kept}", file=sys.stderr)
@@ -1780,7 +1797,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
             with sigint_deferred() as signalled:
                 if clock is not None:  # the training time so far, however the loop ended
                     progress["train_seconds"], progress["timers"] = train_seconds(), dict(timers.total)
-                if dist.is_main and not keep_last_checkpoint:
+                if dist.is_main and not keep_last_checkpoint and not unstarted():
                     save_final_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
             saved = True
             if signalled and not summary["interrupted"]:
@@ -1793,8 +1810,14 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                 if not (finished and saved and not summary["interrupted"]):   # else: after the final eval
                     if logger is not None:
                         logger.close()
+                    if dist.is_main and unstarted():   # (lock still held)
+                        discard_unstarted_run(run_dir, fresh_folder)
                     if run_lock is not None:
                         run_lock.close()   # (also releases the folder's lock)
+    if stopped_by is not None and unstarted():
+        # stopped before its first update: as a stop in the setup, the
+        # folder is given back (nothing learnt to keep) and the stop goes on
+        raise stopped_by
 
     summary.update(progress)
     summary["timers"] = dict(timers.total)

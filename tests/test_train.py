@@ -68,6 +68,8 @@ def test_a_checkpoints_policy_acts_in_your_own_loop(tmp_path, flags):
             total, done = total + reward, term or trunc
         env.close()
         assert total == expected[k]
+    with pytest.raises(ValueError, match=r"shape \(rows, 4\), got \(4,\) \(one row: obs\[None\]\)"):
+        policy.act(obs)   # one row, unbatched: said so (it was torch's IndexError)
     with pytest.raises(train.RunError, match="does not exist"):
         train.load_policy(str(tmp_path / "nothing.pt"))
 

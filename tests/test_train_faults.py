@@ -771,6 +771,38 @@ def test_a_run_stopped_in_its_setup_gives_its_folder_back(tmp_path, monkeypatch)
     assert os.path.exists(summary["checkpoint"])
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, WorkerError])
+def test_a_run_stopped_before_its_first_update_gives_its_folder_back(tmp_path, monkeypatch, stop):
+    """Ctrl-C (or an error) during the first rollout, after the setup: no
+    update has run, so there is nothing to keep, and the folder is given
+    back as in the setup. It once kept a 0-step checkpoint, and the same
+    --run-dir was then refused as holding a run."""
+    real = train.Rollout.collect
+
+    def first_rollout_stops(self):
+        raise stop("shoal worker 0 (pid 1, envs 0..7) died") if stop is WorkerError else stop()
+
+    monkeypatch.setattr(train.Rollout, "collect", first_rollout_stops)
+    with pytest.raises(stop) as raised:
+        train.train(tiny(), run_dir=str(tmp_path / "new"))
+    assert not (tmp_path / "new").exists()
+    if stop is WorkerError:
+        assert any("given back" in note for note in raised.value.__notes__)
+    monkeypatch.setattr(train.Rollout, "collect", real)
+    summary = train.train(tiny(), run_dir=str(tmp_path / "new"))   # the folder takes a run
+    assert os.path.exists(summary["checkpoint"])
+    calls = []
+
+    def second_rollout_stops(self):   # a resumed run keeps its checkpoint, stopped at once or not
+        calls.append(1)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train.Rollout, "collect", second_rollout_stops)
+    resumed = train.train(tiny("--train.total-timesteps", "4096"), resume=summary["checkpoint"],
+                          run_dir=str(tmp_path / "new"))
+    assert resumed["interrupted"] and calls and os.path.exists(summary["checkpoint"])
+
+
 def test_a_resume_with_another_target_return_does_not_report_the_old_one_reached(tmp_path):
     """The checkpoint carries when its run reached its target; a resume with
     another target starts that afresh (it reported "reached the target
