@@ -292,7 +292,8 @@ def test_torchrun_failures_become_shoal_exit_statuses(capsys):
 def test_ctrl_c_stops_an_nproc_run_with_status_130(tmp_path):
     pytest.importorskip("torch")
     cmd = shoal_cmd("train", "cartpole", "--nproc", "2", "--run-dir", str(tmp_path / "run"), *TINY,
-                    "--train.total-timesteps", "1e9", "--train.max-train-seconds", "0", "--train.target-return", "0")
+                    "--train.total-timesteps", "1e9", "--train.max-train-seconds", "0", "--train.target-return", "0",
+                    "--train.checkpoint-interval", "0.2")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, cwd=tmp_path)
     lines = []
@@ -302,7 +303,11 @@ def test_ctrl_c_stops_an_nproc_run_with_status_130(tmp_path):
             if sum(f"rank {r} of 2" in x for x in lines for r in (0, 1)) == 2:
                 break
         assert proc.poll() is None, "".join(lines)
-        time.sleep(1.0)
+        # after an update (a periodic checkpoint): stopped before its first,
+        # a run gives its folder back, and a loaded machine may take a while
+        deadline = time.monotonic() + 90
+        while not (tmp_path / "run" / "checkpoint.pt").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGINT)
         out = "".join(lines) + proc.stdout.read()
         assert proc.wait(timeout=90) == 130, out

@@ -311,14 +311,18 @@ def test_ranks_end_when_their_launcher_is_killed(tmp_path):
     launcher = subprocess.Popen(
         shoal_cmd("train", "cartpole", "--nproc", "2", "--train.run-dir", str(tmp_path / "runs"),
                   "--train.dashboard", "none", "--train.total-timesteps", "100000000",
-                  "--train.max-train-seconds", "120", "--train.target-return", "0"),
+                  "--train.max-train-seconds", "120", "--train.target-return", "0",
+                  "--train.checkpoint-interval", "0.5"),
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ranks: list[int] = []
     try:
+        # Killed only once a periodic checkpoint exists: a rank stopped in
+        # the middle of an update (waiting on the other's gradients) keeps
+        # the last whole one, and one stopped before its first update gives
+        # its folder back; on a loaded machine a fixed wait met either.
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and not list((tmp_path / "runs").glob("*/log.csv")):
-            time.sleep(0.2)   # log.csv: rank 0 has set up and started training
-        time.sleep(3)         # a few updates, so that there is something to checkpoint
+        while time.monotonic() < deadline and not list((tmp_path / "runs").glob("*/checkpoint.pt")):
+            time.sleep(0.2)
         ranks = children(launcher.pid)
         assert len(ranks) == 2, f"expected 2 ranks under the launcher, found {ranks}"
         launcher.kill()
