@@ -287,15 +287,20 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
             self.send(np.asarray(actions), None if env_id is None else np.asarray(env_id))
             return handle
 
+        def host_step(handle, actions, env_id=None):
+            return host_recv(host_send(handle, actions, env_id))
+
+        def with_env_id(handle, actions, env_id):
+            return (handle, actions) if env_id is None else (handle, actions, env_id)
+
         def recv(handle):
             return io_callback(host_recv, (handle_type, result_type), handle)
 
         def send(handle, actions, env_id=None):
-            args = (handle, actions) if env_id is None else (handle, actions, env_id)
-            return io_callback(host_send, handle_type, *args)
+            return io_callback(host_send, handle_type, *with_env_id(handle, actions, env_id))
 
-        def step(handle, actions, env_id=None):
-            return recv(send(handle, actions, env_id))
+        def step(handle, actions, env_id=None):   # one host call (a callback costs ~0.2 ms here)
+            return io_callback(host_step, (handle_type, result_type), *with_env_id(handle, actions, env_id))
 
         return handle, recv, send, step
 
