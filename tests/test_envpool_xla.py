@@ -3,13 +3,16 @@ send, step) inside jax.jit and lax.scan gives what the host calls give.
 
 Run in a subprocess: importing JAX starts its threads, and JAX warns on
 every later fork (the rest of the suite forks workers all the time)."""
+import importlib.util
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-pytest.importorskip("jax", reason="EnvPool's XLA interface needs JAX (in shoal's [test] extra)")
+# (found, not imported: JAX imported here would be in every later test's forks)
+if importlib.util.find_spec("jax") is None:
+    pytest.skip("EnvPool's XLA interface needs JAX (in shoal's [test] extra)", allow_module_level=True)
 
 SCRIPT = textwrap.dedent("""
     import sys
