@@ -115,6 +115,14 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
     """
 
     def __init__(self, pool, copy: bool = True, task_id: str | None = None, render_mode: str | None = None):
+        if getattr(pool, "agents", 1) != 1:
+            # EnvPool's num_envs counts envs while its arrays hold a row per
+            # player: gymnasium's vector wrappers, which this class is for,
+            # then index rows with env-sized masks and fail
+            raise ValueError(f"EnvPoolCompat takes single-agent pools; {pool.spec.name} has {pool.agents} agents "
+                             f"per env. Use the pool itself (rows are env-major, env e agent k at "
+                             f"e * agents + k) or gymnasium.make_vec('shoal/{pool.spec.name}-v0', num_envs=N, "
+                             f"vectorization_mode='vector_entry_point'), whose num_envs attribute counts rows, N * agents")
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode={render_mode!r}: shoal's drop-in draws 'rgb_array' frames only "
                              f"(EnvPool's 'human' shows them with cv2.imshow: show render()'s frames so)")

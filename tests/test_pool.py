@@ -302,6 +302,19 @@ def test_one_batch_pool_mixes_step_with_send_and_recv(kwargs, no_leaks):
         same(pool.recv())
 
 
+def test_envpool_compat_refuses_a_multi_agent_pool(no_leaks):
+    """EnvPoolCompat counts envs in num_envs while a multi-agent pool's
+    arrays hold a row per agent, so gymnasium's vector wrappers over it
+    would index rows with env-sized masks: it refuses such a pool, naming
+    what to use instead."""
+    from shoal.envpool_compat import EnvPoolCompat
+    with shoal.make("Explorer", 2, backend="serial", seed=0) as pool:
+        with pytest.raises(ValueError, match="single-agent pools; Explorer has 4 agents.*make_vec"):
+            EnvPoolCompat(pool)
+        assert not pool.closed   # the caller's pool, still usable
+        pool.reset()
+
+
 def test_envpool_compat_gives_one_envs_spaces_and_the_pools_calls(no_leaks):
     """EnvPoolCompat: EnvPool's spaces (one env's), so that code sampling
     them per env (Tianshou's random warm-up) gets independent actions of
