@@ -102,6 +102,10 @@ class EnvSpec:
     # at once in the same row (Snake's respawn): its terminal ends that
     # agent's episode, not the row's part in the env (see pettingzoo_env).
     agents_respawn: bool = False
+    # A digest of the files the env reads when its binding is built (a
+    # custom MuJoCo xml_file), so that a binding built for one version of
+    # them is never reused for another; None: the env's own, fixed files.
+    asset_digest: str | None = None
 
     def __eq__(self, other) -> bool:
         """Field by field, bounds by value: the dataclass's own __eq__ asks

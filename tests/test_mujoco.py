@@ -287,6 +287,85 @@ def test_main_body_by_name_as_gymnasiums():
     env.close()
 
 
+def _hopper_xml(tmp_path, name="hopper.xml", **replace):
+    """A copy of gymnasium's hopper.xml with some text replaced."""
+    from shoal.envs.mujoco.binding import model_path
+    text = model_path("hopper.xml").read_text()
+    for old, new in replace.items():
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _hopper_after_20_steps(xml_file) -> np.ndarray:
+    env = gymnasium.make("shoal/Hopper-v5", xml_file=str(xml_file), reset_noise_scale=0.0)
+    env.reset(seed=0)
+    for _ in range(20):
+        obs = env.step(np.full(3, 0.5, np.float32))[0]
+    env.close()
+    return obs
+
+
+def test_a_model_file_rewritten_between_envs_is_loaded_again(tmp_path):
+    """A mass sweep rewrites one xml_file between envs: each env steps the
+    file as it is when the env is made (the models were cached by path, so
+    the second env silently stepped the first file), as gymnasium's does."""
+    torso = 'name="torso_geom"'
+    xml = _hopper_xml(tmp_path, **{torso: f'{torso} density="1000"'})
+    light = _hopper_after_20_steps(xml)
+    _hopper_xml(tmp_path, **{torso: f'{torso} density="20000"'})
+    heavy = _hopper_after_20_steps(xml)
+    reference = gymnasium.make("Hopper-v5", xml_file=str(xml), reset_noise_scale=0.0)
+    reference.reset(seed=0)
+    for _ in range(20):
+        expected = reference.step(np.full(3, 0.5, np.float32))[0]
+    reference.close()
+    assert not np.allclose(light, heavy)
+    np.testing.assert_allclose(heavy, expected, rtol=1e-6, atol=1e-9)
+    xml.write_text("<mujoco")   # now unreadable: an error, not the cached model
+    with pytest.raises(ValueError, match="could not load"):
+        gymnasium.make("shoal/Hopper-v5", xml_file=str(xml))
+
+
+def test_custom_models_as_gymnasium_takes_them_or_a_clear_error(tmp_path, monkeypatch):
+    """xml_file: the action bounds are the model's ctrlrange (gymnasium's
+    rule); "~" is the user's home; a model of other sizes, or without a
+    body the env reads by name, is refused saying why (Reacher read the
+    memory before mjData's body positions)."""
+    wide = _hopper_xml(tmp_path, **{'ctrlrange="-1.0 1.0"': 'ctrlrange="-2.0 2.0"'})
+    ours = gymnasium.make("shoal/Hopper-v5", xml_file=str(wide))
+    theirs = gymnasium.make("Hopper-v5", xml_file=str(wide))
+    assert ours.action_space == theirs.action_space == gymnasium.spaces.Box(-2.0, 2.0, (3,), np.float32)
+    ours.close(), theirs.close()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert shoal.envs.spec("Hopper", xml_file="~/" + wide.name).action_high.tolist() == [2.0] * 3
+    with pytest.raises(ValueError, match="has sizes .*'nu': 2.*its own model's sizes"):
+        shoal.envs.spec("Hopper", xml_file=str(_hopper_xml(
+            tmp_path, "one_motor_less.xml", **{'<motor ctrllimited="true" ctrlrange="-1.0 1.0" gear="200.0" '
+                                               'joint="foot_joint"/>': ""})))
+    from shoal.envs.mujoco.binding import model_path
+    reacher = tmp_path / "reacher.xml"
+    reacher.write_text(model_path("reacher.xml").read_text().replace('name="fingertip"', 'name="tip"'))
+    with pytest.raises(ValueError, match=r"no bodies named \['fingertip'\]"):
+        shoal.make("Reacher", 1, backend="serial", xml_file=str(reacher))
+
+
+def test_range_keywords_take_any_pair_and_reset_noise_is_not_negative():
+    """A range keyword is any two numbers (a numpy array, a config list),
+    as gymnasium takes them; a negative reset_noise_scale, which gymnasium
+    fails on at reset, is refused at once."""
+    assert shoal.envs.spec("Hopper", healthy_z_range=np.array([0.8, 2.0])).env_kwargs["healthy_z_range"] \
+        == (0.8, 2.0)
+    with pytest.raises(ValueError, match="pair of numbers"):
+        shoal.envs.spec("Hopper", healthy_z_range=np.array([0.8, 2.0, 3.0]))
+    with pytest.raises(ValueError, match="pair of numbers"):
+        shoal.envs.spec("Hopper", healthy_z_range="08")
+    with pytest.raises(ValueError, match="reset_noise_scale must be >= 0"):
+        shoal.envs.spec("Hopper", reset_noise_scale=-0.1)
+
+
 def test_envpool_option_names():
     """EnvPool's post_constraint=True is gymnasium v5's behaviour (its
     do_simulation calls mj_rnePostConstraint): taken, as a no-op; False is

@@ -22,6 +22,7 @@ EnvPool's option names get an error naming gymnasium's keyword for them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -392,9 +393,7 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
     for key, default in allowed.items():
         value = merged[key]
         if isinstance(default, tuple):
-            if not (isinstance(value, (tuple, list)) and len(value) == len(default)):
-                raise ValueError(f"{spec.name}: {key} must be a pair (low, high), got {value!r}")
-            merged[key] = tuple(float(v) for v in value)
+            merged[key] = _number_pair(spec.name, key, value)
         elif key == "xml_file":
             if not isinstance(value, str):
                 raise ValueError(f"{spec.name}: xml_file must be a path, got {value!r}")
@@ -415,11 +414,81 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
         else:
             if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
                 raise ValueError(f"{spec.name}: {key} must be a number, got {value!r}")
+            if key == "reset_noise_scale" and not value >= 0:   # gymnasium fails at reset
+                raise ValueError(f"{spec.name}: reset_noise_scale must be >= 0, got {value!r}")
             merged[key] = float(value)
     return dataclasses.replace(spec, env_kwargs=merged,
                                obs_shape=(MODELS[spec.name].obs_size(merged),),
                                max_episode_steps=merged["max_episode_steps"],
-                               metadata=_metadata(spec.name, merged["frame_skip"]))
+                               metadata=_metadata(spec.name, merged["frame_skip"]),
+                               **_model_fields(spec.name, merged["xml_file"]))
+
+
+def _number_pair(name: str, key: str, value) -> tuple:
+    """A range keyword (low, high) as two floats: any sequence of two
+    numbers (a tuple, a list, a numpy array, a config library's list)."""
+    try:
+        pair = tuple(float(v) for v in value) if not isinstance(value, (str, bytes)) else ()
+    except (TypeError, ValueError):
+        pair = ()
+    if len(pair) != 2:
+        raise ValueError(f"{name}: {key} must be a pair of numbers (low, high), got {value!r}")
+    return pair
+
+
+# Bodies an env's C header finds by name (gymnasium's get_body_com): a
+# custom model must have them.
+_BODIES_READ = {"Reacher": ("fingertip", "target"), "Pusher": ("tips_arm", "object", "goal")}
+
+
+def _model_fields(name: str, xml_file: str) -> dict:
+    """The spec fields that come from the model file: the action bounds
+    (gymnasium's are the model's ctrlrange) and, for a model other than
+    the env's own, the file's digest (EnvSpec.asset_digest)."""
+    if xml_file == MODELS[name].xml_file:
+        own = _spec(name)
+        return {"action_low": own.action_low, "action_high": own.action_high, "asset_digest": None}
+    from shoal.envs.mujoco.binding import model_identity
+
+    path, digest = model_identity(xml_file)
+    low, high = _custom_model_bounds(name, path, digest)
+    return {"action_low": low.copy(), "action_high": high.copy(), "asset_digest": digest}
+
+
+@functools.lru_cache(maxsize=64)
+def _custom_model_bounds(name: str, path: str, digest: str) -> tuple:
+    """A custom model's action bounds, after checking that the env's C
+    header can step it: shoal's envs have fixed observation and action
+    sizes, so the model must have the env's own model's sizes (masses,
+    frictions, geometry, ctrlrange may change; joints, actuators, bodies
+    may not) and the bodies the header reads by name."""
+    from shoal.envs.mujoco.binding import import_mujoco, model_path
+
+    try:
+        mujoco = import_mujoco()
+    except ImportError as e:
+        raise ImportError(f'{name}: xml_file {path} is read with mujoco: pip install "shoal[mujoco]"') from e
+    try:
+        model = mujoco.MjModel.from_xml_path(path)
+    except ValueError as e:
+        raise ValueError(f"{name}: MuJoCo could not load xml_file {path}: {e}") from None
+    own = mujoco.MjModel.from_xml_path(str(model_path(MODELS[name].xml_file)))
+
+    def sizes(m):
+        return {"nq": m.nq, "nv": m.nv, "nu": m.nu, "nbody": m.nbody}
+
+    if sizes(model) != sizes(own):
+        raise ValueError(f"{name}: xml_file {path} has sizes {sizes(model)}, {name}'s own model "
+                         f"{MODELS[name].xml_file} {sizes(own)}. shoal's {name} has fixed observation and "
+                         f"action sizes, so it takes models of its own model's sizes (masses, frictions, "
+                         f"geometry and ctrlrange may change; joints, actuators and bodies may not)")
+    missing = [body for body in _BODIES_READ.get(name, ())
+               if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, body) < 0]
+    if missing:
+        raise ValueError(f"{name}: xml_file {path} has no bodies named {missing}, which {name} reads "
+                         f"(as gymnasium's {name} does)")
+    low, high = model.actuator_ctrlrange.astype(np.float32).T
+    return low, high
 
 
 def _body_index(name: str, xml_file, body: str) -> int:

@@ -11,6 +11,7 @@ same shoal_block_ops table as any env (ctypes releases the GIL in calls).
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import importlib.util
 import os
 import sys
@@ -55,7 +56,7 @@ def _load_library():
 
 
 _library = None
-_models: dict[str, int] = {}          # model path -> mjModel* (this process)
+_models: dict[tuple, int] = {}        # model_identity(xml_file) -> mjModel* (this process)
 _bindings: dict[tuple, "MujocoBinding"] = {}
 
 
@@ -68,10 +69,13 @@ def library():
 
 
 def model_path(xml_file: str) -> Path:
-    """gymnasium's rule: a bare file name is one of gymnasium's MuJoCo assets;
-    an absolute path or one starting with ./ or ../ is used as is."""
-    if xml_file.startswith(("/", "./", "../")):
+    """gymnasium's rule (mujoco_env.expand_model_path): a path starting
+    with "." or "/" is used as is, one starting with "~" is the user's;
+    any other is a file of gymnasium's MuJoCo assets."""
+    if xml_file.startswith((".", "/")):
         return Path(xml_file)
+    if xml_file.startswith("~"):
+        return Path(xml_file).expanduser()
     spec = importlib.util.find_spec("gymnasium")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError('shoal\'s MuJoCo envs load their models from gymnasium\'s assets; '
@@ -79,23 +83,41 @@ def model_path(xml_file: str) -> Path:
     return Path(spec.submodule_search_locations[0]) / "envs" / "mujoco" / "assets" / xml_file
 
 
-def load_model(xml_file: str) -> int:
-    """The mjModel* of `xml_file` in this process (loaded on first request)."""
-    path = str(model_path(xml_file))
-    if path not in _models:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"MuJoCo model {path} not found")
+def model_identity(xml_file: str) -> tuple:
+    """(absolute path, digest of the file's bytes): what a loaded model is
+    cached under, so that a file rewritten between pools (a mass sweep, a
+    generated model) is loaded again, as gymnasium's envs load theirs each
+    time. Files the model includes (meshes, <include>) are not digested."""
+    path = model_path(xml_file)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"MuJoCo model {path} not found") from None
+    return str(path.resolve()), hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def load_model(xml_file: str, digest: str | None = None) -> int:
+    """The mjModel* of `xml_file` as it is now on disk, in this process
+    (loaded on first request for these file contents); ValueError if
+    `digest` is given and the file's is another (it changed on disk since
+    the env's spec was configured)."""
+    identity = model_identity(xml_file)
+    if digest is not None and identity[1] != digest:
+        raise ValueError(f"MuJoCo model {identity[0]} changed on disk since this env was made: make the "
+                         f"env (or pool) again to use the new file")
+    if identity not in _models:
+        path = identity[0]
         error = ctypes.create_string_buffer(1000)
         model = library().shoal_mj_load_model(path.encode(), error, len(error))
         if not model:
             raise ValueError(f"MuJoCo could not load {path}: {error.value.decode(errors='replace')}")
-        _models[path] = model
-    return _models[path]
+        _models[identity] = model
+    return _models[identity]
 
 
 def binding_for(spec: EnvSpec) -> "MujocoBinding":
     """The binding of `spec` (one per env and keyword arguments, per process)."""
-    key = (spec.name, tuple(sorted((k, v) for k, v in spec.env_kwargs.items())))
+    key = (spec.name, tuple(sorted((k, v) for k, v in spec.env_kwargs.items())), spec.asset_digest)
     if key not in _bindings:
         _bindings[key] = MujocoBinding(spec)
     return _bindings[key]
@@ -134,7 +156,7 @@ class MujocoBinding:
         if spec.name not in lib.kind_index:
             raise RuntimeError(f"{spec.name} is not in shoal's MuJoCo library (library.c's KINDS)")
         self.kind = lib.kind_index[spec.name]
-        self.model = load_model(spec.env_kwargs["xml_file"])
+        self.model = load_model(spec.env_kwargs["xml_file"], spec.asset_digest)
         sizes = (ctypes.c_int * 5)()
         timestep = ctypes.c_double()
         ctrlrange = np.zeros((64, 2))
@@ -159,7 +181,8 @@ class MujocoBinding:
         if self.OBS_ELEMENTS < 0:
             changed = {k: v for k, v in spec.env_kwargs.items() if v != default_kwargs(spec.name)[k]}
             raise ValueError(f"{spec.name}: keyword arguments {changed} do not fit the model "
-                             f"{spec.env_kwargs['xml_file']} (main_body must be one of its body indices)")
+                             f"{spec.env_kwargs['xml_file']} (main_body must be one of its body indices; "
+                             f"Reacher's and Pusher's models need the bodies their gymnasium envs read)")
         self.ACT_ELEMENTS = self.nu
         self.MAX_EPISODE_STEPS = spec.max_episode_steps
         check_spec_against_binding(spec, self)

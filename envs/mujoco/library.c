@@ -168,6 +168,11 @@ shoal_mj_block* shoal_mj_block_new(
                  "(this one has nq=%d, nv=%d)", m->nq, m->nv);
         return NULL;
     }
+    if (KINDS[kind]->obs_size(m, cfg) < 0) {
+        snprintf(error, error_size, "%s cannot step this model (it lacks a body the env reads by "
+                 "name, or main_body is not one of its bodies)", KINDS[kind]->name);
+        return NULL;
+    }
     shoal_mj_block* b = (shoal_mj_block*)calloc(1, sizeof(shoal_mj_block));
     if (!b) goto oom;
     b->cfg = (double*)malloc(sizeof(double) * (num_cfg > 0 ? num_cfg : 1));

@@ -28,8 +28,11 @@ enum { PUSHER_REWARD_NEAR_WEIGHT, PUSHER_REWARD_DIST_WEIGHT, PUSHER_REWARD_CONTR
 enum { PUSHER_ARM_JOINTS = 7 };
 
 static int pusher_obs_size(const mjModel* m, const double* cfg) {
-    (void)m;
     (void)cfg;
+    /* -1 (a model this env cannot step) where a body it reads is missing */
+    if (mj_name2id(m, mjOBJ_BODY, "tips_arm") < 0 || mj_name2id(m, mjOBJ_BODY, "object") < 0
+        || mj_name2id(m, mjOBJ_BODY, "goal") < 0)
+        return -1;
     return 2 * PUSHER_ARM_JOINTS + 3 * 3;
 }
 

@@ -24,6 +24,9 @@ enum { REACHER_REWARD_DIST_WEIGHT, REACHER_REWARD_CONTROL_WEIGHT };
 
 static int reacher_obs_size(const mjModel* m, const double* cfg) {
     (void)cfg;
+    /* -1 (a model this env cannot step) where a body it reads is missing */
+    if (mj_name2id(m, mjOBJ_BODY, "fingertip") < 0 || mj_name2id(m, mjOBJ_BODY, "target") < 0)
+        return -1;
     return m->nq + 6;
 }
 
