@@ -259,6 +259,24 @@ def test_pool_info_has_envpools_unclipped_reward_and_game_over():
         venv.close()
 
 
+def test_with_terminal_on_life_loss_a_lost_life_ends_the_game_in_the_info():
+    """terminal_on_life_loss restarts the game at the next reset, so the
+    lost life's step ends the game: info["terminated"] is 1 there, and the
+    EnvPool-style loop that counts whole games (and shoal train's games
+    column) sees every one (it never did: no game reached game over)."""
+    actions = np.random.default_rng(0).integers(0, 4, (600, 2)).astype(np.int32)
+    with Serial("Breakout", 2, seed=0, env_kwargs=dict(terminal_on_life_loss=True, use_fire_reset=True,
+                                                       repeat_action_probability=0.0)) as pool:
+        pool.reset()
+        ends = 0
+        for a in actions:
+            _, _, term, trunc, info = pool.step(a)
+            np.testing.assert_array_equal(info["terminated"].astype(bool), term)
+            assert (info["lives"][term] == 4).all()   # the first life of a fresh game lost
+            ends += term.sum()
+        assert ends >= 4
+
+
 def test_fire_reset_launches_the_ball_where_the_game_has_fire():
     """use_fire_reset (EnvPool's fire start): the last start frame is FIRE.
     Breakout's ball then flies without the agent firing, so doing nothing

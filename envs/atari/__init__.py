@@ -60,8 +60,9 @@ Info (gymnasium's keys): lives, episode_frame_number, frame_number: in
     SingleEnv's step info, and per env in a pool's step / recv info, which
     gymnasium.make_vec and shoal.sb3 pass on. A pool's info also holds
     EnvPool's "reward" (the step's reward before reward_clip) and
-    "terminated" (1 when the game is over; with episodic_life only after the
-    last life), so that whole games' real scores can be summed in training
+    "terminated" (1 when the game ends: game over, so with episodic_life
+    only after the last life; with terminal_on_life_loss also on a lost
+    life, as the next reset restarts the game), so that whole games' real scores can be summed in training
     (CleanRL's EnvPool scripts do so).
 
 Options (keyword arguments; gymnasium's v5 defaults, EnvPool's names where

@@ -519,7 +519,9 @@ cdef class AtariGame:
         reward[0] = <float>total
         terminated_out[0] = terminated
         truncated_out[0] = truncated
-        self.write_state(env.state, raw, ended)
+        # info["terminated"], the game's end: game over, or a life lost with
+        # terminal_on_life_loss, after which the next reset restarts the game
+        self.write_state(env.state, raw, ended or (terminated and not self.continue_after_life_loss))
         return terminated or truncated
 
     cdef int push_frame(self, bint max_pool) except -1:
