@@ -57,8 +57,11 @@ from shoal.single import ATARI_BINDING, MUJOCO_BINDING
 # EnvPool's Atari v5 defaults where they differ from shoal's (gymnasium's
 # v5 stack): fire start, no sticky actions, a 27,000-step limit (108,000
 # frames), RGB stacks channel-first.
+# (EnvPool sets no emulator frame limit: its step limit is the only one,
+# where gymnasium's 108,000 frames, counting reset frames, would cut first)
 ENVPOOL_ATARI_DEFAULTS = {"use_fire_reset": True, "repeat_action_probability": 0.0,
-                          "max_episode_steps": 27_000, "channels_first": True}
+                          "max_episode_steps": 27_000, "channels_first": True,
+                          "max_num_frames_per_episode": 0}
 # EnvPool's options that shoal takes only at the value that changes nothing.
 _ATARI_FIXED = {"zero_discount_on_life_loss": (False, "shoal has no info['discount']; "
                                                       "terminal_on_life_loss=True ends the episode instead"),

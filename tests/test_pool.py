@@ -381,6 +381,9 @@ def test_envpool_compat_make_takes_envpools_task_ids_and_defaults(no_leaks):
         assert obs.shape == (2, 12, 84, 84) and envs.observation_space.shape == (12, 84, 84)
         assert (config["use_fire_reset"], config["repeat_action_probability"], config["frame_skip"],
                 config["max_episode_steps"], config["mode"]) == (True, 0.0, 2, 27000, -1)   # -1: EnvPool's "the ROM's default"
+        # EnvPool has no emulator frame limit: its step limit alone ends a
+        # long game (gymnasium's 108,000 frames cut frame_skip=8 games at 13,499 steps)
+        assert envs.pool.spec.env_kwargs["max_num_frames_per_episode"] == 0
     assert envpool.make_spec("Pong-v5").config.max_episode_steps == 27000
     assert envpool.make_spec("CartPole-v1", num_envs=8, batch_size=4).config[:2] == (8, 4)   # the asked-for
     for task, kwargs, message in [
