@@ -20,6 +20,7 @@ the seed rule: reset(seed=s) here is env i of a pool reset with seed s - i.
 from __future__ import annotations
 
 import numpy as np
+from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 try:
     from pettingzoo import ParallelEnv
@@ -74,6 +75,19 @@ class ShoalParallelEnv(ParallelEnv):
     def __reduce__(self):
         return rebuild, (type(self), *self._args)
 
+    @property
+    def np_random(self) -> np.random.Generator:
+        """A generator for wrappers' own randomness (SuperSuit's frame_skip_v0
+        draws from it), as pettingzoo's envs have: seeded by reset(seed=...),
+        else from entropy on first use. The env's dynamics do not use it."""
+        if getattr(self, "_np_random", None) is None:
+            self._np_random, _ = seeding.np_random()
+        return self._np_random
+
+    @np_random.setter
+    def np_random(self, value: np.random.Generator) -> None:
+        self._np_random = value
+
     def observation_space(self, agent):
         self._check_agent(agent)
         return self._observation_space  # one object for every agent and call
@@ -91,6 +105,8 @@ class ShoalParallelEnv(ParallelEnv):
             raise PoolClosedError("this ShoalParallelEnv is closed")
         check_reset_options(options, self._pool.spec)
         obs, info = self._pool.reset(seed=seed)
+        if seed is not None:
+            self._np_random, _ = seeding.np_random(seed)
         self._reset_done = True
         masks = self._pool.masks
         self.agents = [a for a in self.possible_agents if masks[self._index[a]]]

@@ -56,6 +56,21 @@ def test_parallel_env_passes_pettingzoo_tests(env):
     parallel_seed_test(lambda: ShoalParallelEnv(env), num_cycles=100)
 
 
+def test_parallel_env_has_pettingzoos_np_random_seeded_by_reset():
+    """pettingzoo's envs carry np_random, which wrappers draw from
+    (SuperSuit's parallel frame_skip_v0 failed without it): seeded by
+    reset(seed=...), so a seeded run repeats its draws."""
+    env = ShoalParallelEnv("snake")
+    unseeded = env.np_random.integers(1 << 30, size=4)   # before any reset: from entropy
+    draws = []
+    for _ in range(2):
+        env.reset(seed=7)
+        draws.append(env.np_random.integers(1 << 30, size=4))
+    np.testing.assert_array_equal(draws[0], draws[1])
+    assert not np.array_equal(unseeded, draws[0])
+    env.close()
+
+
 def test_parallel_step_needs_every_live_agent_and_is_empty_after_the_end():
     """An action missing for a live agent is an error (pettingzoo's own envs
     raise a KeyError; shoal once drove such cars with action 0). Once every
