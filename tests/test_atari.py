@@ -222,6 +222,40 @@ def test_episodic_life_ends_episodes_on_lost_lives_and_the_game_goes_on():
         assert truncations >= 2
 
 
+def test_episodic_life_the_users_reset_starts_a_new_game_where_the_pool_autoresets():
+    """After a lost life (episodic_life), a reset the pool's user asks for
+    starts a new game in a pool with autoreset, as EnvPool's reset(env_ids)
+    does (its autoreset goes on with the game: the test above); in a
+    DISABLED pool, whose user resets each finished env (SingleEnv, pettingzoo,
+    gymnasium's DISABLED mode), that reset goes on with the game."""
+    from gymnasium.vector import AutoresetMode
+    kwargs = dict(episodic_life=True, repeat_action_probability=0.0, noop_max=1, use_fire_reset=True)
+    for mode, new_game in ((AutoresetMode.NEXT_STEP, True), (AutoresetMode.SAME_STEP, True),
+                           (AutoresetMode.DISABLED, False)):
+        with Serial("Breakout", 2, seed=0, autoreset_mode=mode, env_kwargs=kwargs) as pool:
+            pool.reset()
+            rng = np.random.default_rng(0)
+            for _ in range(400):
+                *_, term, _, info = pool.step(rng.integers(0, 4, 2).astype(np.int32))
+                if term[0]:
+                    break
+            assert term[0] and info["lives"][0] == 4, mode
+            count = int(info["elapsed_step"][0])
+            if mode == AutoresetMode.SAME_STEP:   # already reset (autoreset): the next life goes on
+                assert info["lives"][0] == 4 and count > 0
+            info = pool.reset(env_id=[0])[1] if mode != AutoresetMode.DISABLED else \
+                pool.reset(options={"reset_mask": np.array([True, False])})[1]
+            lives, elapsed = int(info["lives"][0]), int(info["elapsed_step"][0])
+            assert (lives, elapsed == 0) == ((5, True) if new_game else (4, False)), (mode, lives, elapsed)
+    env = gymnasium.make("shoal/Breakout-v5", **kwargs)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    while not env.step(int(rng.integers(4)))[2]:
+        pass
+    assert env.reset()[1]["lives"] == 4   # SingleEnv: the next life
+    env.close()
+
+
 def test_pool_info_has_envpools_unclipped_reward_and_game_over():
     """A pool's step info adds EnvPool's "reward" (before reward_clip) and
     "terminated" (the game is over: with episodic_life, the last life lost,

@@ -46,10 +46,14 @@ Resets: the game restarts (ALE reset_game), then takes 1..noop_max no-op
     max(noops - 1, 0) no-ops, then one FIRE frame). A game that ends during
     these frames restarts (gymnasium's wrapper would also reseed it with the
     reset's seed; no game ends that early). episodic_life=True (EnvPool's
-    semantics) continues the game after a lost life instead of restarting it
-    (the no-op / fire start still applies; the frame stack goes on, the
-    frame after them joining it; the step count, info["elapsed_step"] and
-    the limits count the whole game); terminal_on_life_loss=True (gymnasium's
+    semantics): the autoreset after a lost life continues the game instead
+    of restarting it (the no-op / fire start still applies; the frame stack
+    goes on, the frame after them joining it; the step count,
+    info["elapsed_step"] and the limits count the whole game), while a
+    reset the pool's user asks for starts a new game, as EnvPool's
+    reset(env_ids); in a pool with autoreset DISABLED (SingleEnv,
+    pettingzoo) the user's reset is the autoreset and continues the game;
+    terminal_on_life_loss=True (gymnasium's
     AtariPreprocessing semantics) restarts it.
 Seeds: as gymnasium's AtariEnv: a seed s gives (numpy seed, ALE seed) =
     SeedSequence(s).generate_state(2); the ALE seed drives the emulator's

@@ -71,6 +71,8 @@ cdef extern from *:
         void* game;             /* its AtariGame (borrowed: the Block owns it) */
         int* failed;            /* the block's flag: an env call raised */
         int obs_size, act_size;
+        int new_game;           /* the next reset is the pool user's in a pool with
+                                   autoreset: it starts a new game (EnvPool's) */
     } atari_env;
 
     typedef uint8_t atari_obs_t;
@@ -128,8 +130,12 @@ cdef extern from *:
         int* failed
         int obs_size
         int act_size
+        int new_game
     ctypedef struct shoal_episode:
         pass
+    enum:
+        SHOAL_KEEP          # shoal_vec.h's reset request "leave this env"
+        SHOAL_DISABLED      # and autoreset mode "none"
     ctypedef void (*atari_seed_fn)(atari_env*, uint64_t) noexcept nogil
     ctypedef void (*atari_reset_fn)(atari_env*, uint8_t*) noexcept nogil
     ctypedef int (*atari_step_fn)(atari_env*, const int32_t*, uint8_t*, float*, uint8_t*,
@@ -444,8 +450,10 @@ cdef class AtariGame:
         # neither over nor at its step limit, the game goes on, and so do its
         # step count and frame stack.
         go_on = (self.continue_after_life_loss and self.life_lost and not self.game_over(True)
-                 and not (self.max_steps and self.elapsed_steps >= self.max_steps))
+                 and not (self.max_steps and self.elapsed_steps >= self.max_steps)
+                 and not env.new_game)
         self.life_lost = False
+        env.new_game = 0
         restarted = not go_on
         if restarted:
             self.new_game()
@@ -654,11 +662,26 @@ cdef void _run_block(void* ctx, int command) noexcept nogil:
         atari_vec_step(b.envs, b.episodes, b.count, b.actions, b.obs, b.rewards,
                        b.terminals, b.truncations, b.masks, b.final_obs, b.mode)
     elif command == SHOAL_CMD_RESET:
+        _mark_requested_resets(b)
         atari_vec_reset(b.envs, b.episodes, b.count, b.requests, b.seeds, b.obs,
                         b.rewards, b.terminals, b.truncations, b.masks)
     elif command == SHOAL_CMD_STEP_SELECTED:
         atari_vec_step_selected(b.envs, b.episodes, b.count, b.selected, b.actions, b.obs,
                                 b.rewards, b.terminals, b.truncations, b.masks, b.final_obs, b.mode)
+
+
+cdef inline void _mark_requested_resets(BlockView* b) noexcept nogil:
+    """Resets the pool's user asks for (reset(), reset(env_id=...)): in a
+    pool with autoreset they start new games, as EnvPool's explicit resets
+    do, while its autoresets go on with the game after a lost life
+    (episodic_life). In a DISABLED pool the user's reset is the autoreset
+    (SingleEnv, ShoalParallelEnv, gymnasium's DISABLED mode): it goes on."""
+    cdef int64_t i
+    if b.mode == SHOAL_DISABLED:
+        return
+    for i in range(b.count):
+        if b.requests[i] != SHOAL_KEEP:
+            b.envs[i].new_game = 1
 
 
 cdef void _exit_worker(BlockView* b) noexcept with gil:
