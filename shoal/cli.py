@@ -365,8 +365,11 @@ def _eval(args: list[str]) -> int:
     p.add_argument("--episodes", type=int, default=32, help="episodes, one per env (default 32)")
     p.add_argument("--seed", type=int, default=12345,
                    help="episode i runs in an env seeded seed + i (default 12345)")
-    p.add_argument("--sample", action="store_true",
-                   help="sample actions (default: argmax; Box actions: the Gaussian's mean)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--sample", action="store_true",
+                     help="sample actions (default: as the run evaluated, its [train] eval_deterministic)")
+    how.add_argument("--argmax", action="store_true",
+                     help="argmax actions (Box actions: the Gaussian's mean)")
     p.add_argument("--gif", default=None, help="also write a GIF of one rollout here")
     p.add_argument("--gif-steps", type=int, default=300, help="steps of the GIF's rollout (default 300)")
     a = p.parse_args(args)
@@ -408,9 +411,14 @@ def _eval(args: list[str]) -> int:
         p.error(f"the checkpoint is for {cfg['env']['name']}, not {spec.name}")
     # The checkpoint's [env] kwargs without its training-only ones (reward_clip...): real scores.
     env_kwargs = config.env_kwargs(cfg["env"], evaluation=True)
-    r = train.evaluate(policy, spec.name, a.episodes, a.seed, deterministic=not a.sample,
+    # As the run's own evaluations (final_eval.json), unless a flag says
+    # otherwise: Atari's configs sample (an argmax policy can stall, never firing)
+    run_train = cfg.get("train") if isinstance(cfg.get("train"), dict) else {}
+    deterministic = (False if a.sample else True if a.argmax
+                     else bool(run_train.get("eval_deterministic", True)))
+    r = train.evaluate(policy, spec.name, a.episodes, a.seed, deterministic=deterministic,
                        env_kwargs=env_kwargs)
-    mode = "sampled" if a.sample else "mean" if spec.continuous_action else "argmax"
+    mode = "sampled" if not deterministic else "mean" if spec.continuous_action else "argmax"
     shown = ", ".join(f"{k}={v}" for k, v in env_kwargs.items())
     print_out(f"{spec.name}: mean return {r['mean_return']:.2f} over {a.episodes} episodes "
               f"({mode} actions; mean length {r['mean_length']:.1f})" + (f"; env {shown}" if shown else ""))
@@ -418,7 +426,7 @@ def _eval(args: list[str]) -> int:
         print_out(f"{r['cut_off']} of the {a.episodes} episodes had not ended after {r['max_steps']:,} "
                   f"steps: their returns so far are counted, and their lengths are not in the mean")
     if a.gif:
-        frames = train.rollout_frames(policy, spec.name, a.gif_steps, a.seed, deterministic=not a.sample,
+        frames = train.rollout_frames(policy, spec.name, a.gif_steps, a.seed, deterministic=deterministic,
                                       env_kwargs=env_kwargs)
         fps = shoal.envs.spec(spec.name, **env_kwargs).metadata.get("render_fps", 20)  # Atari: by frameskip
         try:

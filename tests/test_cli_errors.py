@@ -129,6 +129,28 @@ def checkpoint(tmp_path_factory):
     return summary["checkpoint"]
 
 
+def test_eval_acts_as_the_runs_own_evaluations_unless_told(checkpoint, monkeypatch, capsys):
+    """shoal eval's actions default to the checkpoint's [train]
+    eval_deterministic (Atari's configs sample: an argmax policy can stall),
+    so it replays final_eval.json; --argmax / --sample override it."""
+    from shoal import train
+    seen = []
+    real_evaluate, real_policy = train.evaluate, train.policy_from_checkpoint
+    monkeypatch.setattr(train, "evaluate", lambda *a, **k: seen.append(k["deterministic"]) or real_evaluate(*a, **k))
+    for run_samples in (False, True):
+        def policy_from_checkpoint(*a, run_samples=run_samples):
+            policy, cfg = real_policy(*a)
+            cfg = {**cfg, "train": {**cfg["train"], "eval_deterministic": not run_samples}}
+            return policy, cfg
+        monkeypatch.setattr(train, "policy_from_checkpoint", policy_from_checkpoint)
+        for flags in ([], ["--argmax"], ["--sample"]):
+            assert cli.main(["eval", "cartpole", "--checkpoint", checkpoint, "--episodes", "1", *flags]) == 0
+    assert seen == [True, True, False, False, True, False]
+    assert "sampled actions" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["eval", "cartpole", "--checkpoint", checkpoint, "--argmax", "--sample"])
+
+
 @pytest.mark.parametrize("flags,expected", [
     (["--gif", "/nonexistent/dir/x.gif"], "--gif /nonexistent/dir/x.gif: folder /nonexistent/dir does not exist"),
     (["--seed", "-1"], "--seed must be an int in [0, 2**64 - episodes], got -1"),
