@@ -318,10 +318,19 @@ def check_spec_against_binding(spec: EnvSpec, binding) -> None:
             in_header = tuple(int(n) for n in in_header)
         if in_spec != in_header:
             wrong.append(f"{what}: {in_spec!r} in the spec, {in_header!r} in the header ({export})")
+    if hasattr(binding, "ACT_DTYPE"):
+        # the pool copies discrete actions as int32 and Box actions as float32
+        wanted = np.dtype(np.float32 if spec.continuous_action else np.int32)
+        if np.dtype(binding.ACT_DTYPE) != wanted:
+            kind = "Box" if spec.continuous_action else "discrete"
+            wrong.append(f"action dtype: the spec's {kind} actions are {wanted}, the header's "
+                         f"{np.dtype(binding.ACT_DTYPE)} (ACT_DTYPE: a header's act_t is int32_t for "
+                         f"discrete actions, float for Box actions with action_low / action_high)")
     dtype = np.dtype(getattr(binding, "OBS_DTYPE", spec.obs_dtype))
     for what, in_spec, export in (("obs_low", spec.obs_low, "OBS_LOW"),
                                   ("obs_high", spec.obs_high, "OBS_HIGH")):
-        if hasattr(binding, export):
+        if hasattr(binding, export) and getattr(binding, "OBS_ELEMENTS", size) == size:
+            # (of another obs size, the bounds' shapes differ too: said once, above)
             where = _bound_mismatch(in_spec, getattr(binding, export), size, dtype)
             if where:
                 wrong.append(f"{what}: {where} ({export})")
@@ -333,7 +342,7 @@ def check_spec_against_binding(spec: EnvSpec, binding) -> None:
 _PACKAGES = [f"{__name__}.{module.name}" for module in pkgutil.iter_modules(__path__) if module.ispkg]
 
 
-_broken_warned: set[str] = set()   # env folders that did not load, warned of once
+_broken_warned: set = set()   # env folders that did not load, (folder, name) collisions: warned of once
 
 
 def _specs(unbuilt: dict | None = None) -> dict[str, EnvSpec]:
@@ -361,11 +370,25 @@ def _specs(unbuilt: dict | None = None) -> dict[str, EnvSpec]:
             if unbuilt is not None:
                 unbuilt[_key(folder)] = e
             continue
-        if hasattr(module, "SPEC"):
-            found[_key(package.rsplit(".", 1)[1])] = module.SPEC
-            found[_key(module.SPEC.name)] = module.SPEC
-        for one in getattr(module, "SPECS", ()):
-            found[_key(one.name)] = one
+        specs = [(folder, module.SPEC), (module.SPEC.name, module.SPEC)] if hasattr(module, "SPEC") else []
+        specs += [(one.name, one) for one in getattr(module, "SPECS", ())]
+        initializing = getattr(getattr(module, "__spec__", None), "_initializing", False)
+        if not specs and not initializing and folder not in _broken_warned:   # a misspelt SPEC, say
+            _broken_warned.add(folder)
+            warnings.warn(f"shoal: env folder envs/{folder} defines no SPEC (nor SPECS): it registers "
+                          f"no env (docs/new_env.md)", stacklevel=3)
+        for name, one in specs:
+            taken = found.get(_key(name))
+            if taken is not None and taken.binding != one.binding:
+                # the env found first keeps the name (folders in sorted order):
+                # a new env never silently replaces an existing one
+                if (folder, name) not in _broken_warned:
+                    _broken_warned.add((folder, name))
+                    warnings.warn(f"shoal: env folder envs/{folder} registers {name!r}, a name "
+                                  f"{taken.name} ({taken.binding}) already has; envs/{folder}'s is left "
+                                  f"out: give it another name", stacklevel=3)
+                continue
+            found[_key(name)] = one
     return found
 
 
@@ -384,6 +407,10 @@ def spec(name: str, **env_kwargs) -> EnvSpec:
     """The spec of env `name`: its name or folder name, ignoring case, "_"
     and "-" ("CartPole", "cartpole"; "ExplorerPointGoal", "explorer_pointgoal";
     "HalfCheetah", "half_cheetah"), configured with `env_kwargs`."""
+    if isinstance(name, EnvSpec):   # a spec made by hand (header_spec, an out-of-tree env)
+        return name.configure(**env_kwargs)
+    if not isinstance(name, str):
+        raise TypeError(f"an env is named by a str (or given as an EnvSpec), got {type(name).__name__}")
     unbuilt = {}
     found = _specs(unbuilt)
     if _key(name) not in found:

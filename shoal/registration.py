@@ -59,9 +59,17 @@ def sub_env_spec(env_spec) -> gymnasium.envs.registration.EnvSpec:
     EnvSpec, maybe configured): the registered id's, with the pool's
     changed env keyword arguments and its step limit, as
     gymnasium.make(id, **kwargs).spec reports them (a vector env's
-    get_attr("spec"))."""
+    get_attr("spec")). None for a spec shoal has not registered (made by
+    hand: header_spec, an out-of-tree env), as gymnasium's unregistered
+    envs have no spec."""
+    try:
+        own = spec(env_spec.name)
+    except ValueError:
+        return None
+    if own.binding != env_spec.binding:
+        return None
     registered = gymnasium.spec(gym_id(env_spec.name))
-    defaults = spec(env_spec.name).env_kwargs
+    defaults = own.env_kwargs
     missing = object()
 
     def same(a, b) -> bool:

@@ -74,7 +74,7 @@ def test_tensor_dtypes_and_shapes(name):
     env = CudaVecEnv(name, 3, device="cpu", seed=0)
     rows = 3 * env.spec.agents
     assert env.obs.shape == (rows, *env.spec.obs_shape)
-    assert env.obs.dtype == {np.float32: torch.float32, np.uint8: torch.uint8}[env.spec.obs_dtype]
+    assert env.obs.dtype == {np.float32: torch.float32, np.float64: torch.float64, np.uint8: torch.uint8}[env.spec.obs_dtype]
     assert env.rewards.shape == (rows,) and env.rewards.dtype == torch.float32
     for flags in (env.terminals, env.truncations, env.masks):
         assert flags.shape == (rows,) and flags.dtype == torch.bool

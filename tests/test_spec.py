@@ -121,7 +121,7 @@ def test_every_shipped_spec_matches_its_header():
 @pytest.mark.parametrize("field, value, named", [
     ("max_episode_steps", 499, "max_episode_steps: 499 in the spec, 500 in the header"),
     ("agents", 2, "agents: 2 in the spec, 1 in the header"),
-    ("obs_shape", (5,), "obs elements"),
+    ("obs_shape", (5,), r"obs elements \(prod\(obs_shape\)\): 5 in the spec, 4 in the header \(OBS_ELEMENTS\)$"),
     ("action_nvec", (2, 2), "action components"),
     ("action_nvec", (3,), r"action_nvec: \(3,\) in the spec, \(2,\) in the header \(ACT_NVEC\)"),
     ("obs_dtype", np.float64, "obs_dtype"),
@@ -189,7 +189,7 @@ def test_an_env_folder_being_written_breaks_only_that_env(tmp_path, monkeypatch)
     names() go on (it once broke every env), with one warning, and asking
     for it raises its error."""
     package = tmp_path / "shoal_broken_envs"
-    for folder in ("nopyx", "badlink", "mismatch", "typo"):
+    for folder in ("nopyx", "badlink", "mismatch", "typo", "nospec"):
         (package / folder).mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "nopyx" / "__init__.py").write_text(
@@ -200,23 +200,76 @@ def test_an_env_folder_being_written_breaks_only_that_env(tmp_path, monkeypatch)
         "from shoal.envs import SpecMismatchError\nraise SpecMismatchError('max_episode_steps: 100 in the "
         "spec, 200 in the header')\n")
     (package / "typo" / "__init__.py").write_text("SPEC = header_spec('Typo', __name__)\n")   # NameError
+    (package / "nospec" / "__init__.py").write_text("SPCE = None\n")   # loads, registers nothing
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(BindingNotBuiltError, match=r"nopyx has no binding\.pyx, which setup\.py compiles"):
         importlib.import_module("shoal_broken_envs.nopyx")
-    packages = [f"shoal_broken_envs.{f}" for f in ("nopyx", "badlink", "mismatch", "typo")]
+    packages = [f"shoal_broken_envs.{f}" for f in ("nopyx", "badlink", "mismatch", "typo", "nospec")]
     monkeypatch.setattr(shoal.envs, "_PACKAGES", shoal.envs._PACKAGES + packages)
     monkeypatch.setattr(shoal.envs, "_broken_warned", set())
     with pytest.warns(UserWarning) as warned:
         names = shoal.envs.names()
     said = sorted(str(w.message) for w in warned)
-    assert len(said) == 3 and "envs/badlink does not load (ImportError: " in said[0], said
+    assert len(said) == 4 and "envs/badlink does not load (ImportError: " in said[0], said
     assert "envs/mismatch does not load (SpecMismatchError: " in said[1], said
-    assert "envs/typo does not load (NameError: " in said[2], said
+    assert "envs/nospec defines no SPEC (nor SPECS)" in said[2], said
+    assert "envs/typo does not load (NameError: " in said[3], said
     assert "CartPole" in names and shoal.envs.spec("CartPole").name == "CartPole"
     with pytest.raises(ImportError, match="badlink: its env folder does not load: .*undefined symbol"):
         shoal.envs.spec("badlink")
     with pytest.raises(shoal.envs.SpecMismatchError, match="mismatch: its env folder does not load"):
         shoal.envs.spec("mismatch")
+
+
+def test_a_new_env_never_replaces_one_of_the_same_name(tmp_path, monkeypatch):
+    """An env folder registering a name another env has (104 Atari games
+    take many) is left out under that name with a warning naming both; the
+    existing env keeps it (a new "Snake" silently replaced shoal's)."""
+    package = tmp_path / "shoal_clash_envs"
+    (package / "clash").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "clash" / "__init__.py").write_text(
+        "import dataclasses, shoal\n"
+        "SPEC = dataclasses.replace(shoal.env_spec('CartPole'), name='Snake', binding=__name__ + '.binding')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(shoal.envs, "_PACKAGES", shoal.envs._PACKAGES + ["shoal_clash_envs.clash"])
+    monkeypatch.setattr(shoal.envs, "_broken_warned", set())
+    with pytest.warns(UserWarning, match=r"envs/clash registers 'Snake', a name Snake \(shoal\.envs\.snake"):
+        assert shoal.envs.spec("Snake").binding == "shoal.envs.snake.binding"
+    assert shoal.envs.spec("clash").binding == "shoal_clash_envs.clash.binding"   # its folder name is free
+
+
+def test_box_bounds_on_a_discrete_header_env_are_refused():
+    """A header env's act_t says its actions' kind: Box bounds on an int32_t
+    env (or a discrete spec over a float act_t) is a SpecMismatchError
+    naming the dtypes, not a Cython buffer error at the first step."""
+    with pytest.raises(SpecMismatchError, match=r"action dtype: the spec's Box actions are float32, the "
+                                                r"header's int32"):
+        header_spec("Corridor", "shoal.envs.corridor", action_low=np.array([-1.0], np.float32),
+                    action_high=np.array([1.0], np.float32))
+
+
+def test_a_hand_made_spec_works_through_every_view():
+    """A spec shoal has not registered (header_spec, an out-of-tree env) is
+    taken wherever an env name is: shoal.envs.spec, the pettingzoo view
+    (it raised AttributeError: 'EnvSpec' has no 'lower'), SB3's VecEnv
+    (unknown env), with no gymnasium spec to report."""
+    from shoal.pettingzoo_env import ShoalParallelEnv
+    mine = dataclasses.replace(header_spec("Corridor", "shoal.envs.corridor"), name="MyCorridor")
+    assert shoal.envs.spec(mine) is mine
+    assert shoal.envs.spec(mine, max_episode_steps=10).max_episode_steps == 10
+    with pytest.raises(TypeError, match="named by a str"):
+        shoal.envs.spec(3)
+    env = ShoalParallelEnv(mine)
+    assert set(env.reset(seed=0)[0]) == set(env.possible_agents)
+    env.close()
+    pytest.importorskip("stable_baselines3")
+    from shoal.sb3 import ShoalVecEnv
+    venv = ShoalVecEnv(mine, 2, backend="serial")
+    try:
+        assert venv.reset().shape[0] == 2 * mine.agents and venv.spec is None
+    finally:
+        venv.close()
 
 
 def test_specs_compare_their_bounds_by_value():
