@@ -241,6 +241,7 @@ class Workers:
                                "(shoal.make, make_vec: it steps its envs in this process), or use "
                                "gymnasium's SyncVectorEnv for Python envs")
         process = ctx.Process(target=target, name=name, args=args, daemon=daemon)
+        self.start_method = ctx.get_start_method()
         with deferred_signals():
             process.start()
             self.processes.append(process)
@@ -270,7 +271,14 @@ class Workers:
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         if code is None and exited(process):
             how = "exit status unknown: reaped elsewhere, SIGCHLD is ignored or handled in this process"
-        return WorkerError(f"{self.describe(k)} {what} ({how}); the pool is closed")
+        hint = ""
+        if what == "exited while starting" and getattr(self, "start_method", "fork") != "fork":
+            # a spawned child runs the main module again: unguarded, it makes
+            # a pool while bootstrapping and Python stops it (its traceback above)
+            hint = (f". Workers start with multiprocessing's {self.start_method!r} method, which this "
+                    f"program set (importing torchrl does): they import the main module again, so a "
+                    f"script must make its pools under `if __name__ == \"__main__\":`")
+        return WorkerError(f"{self.describe(k)} {what} ({how}); the pool is closed{hint}")
 
     def receive(self, k: int, pipe, what: str = "died"):
         """The next message from worker k on `pipe`; its failure(k, what) if

@@ -271,6 +271,22 @@ def test_a_worker_that_cannot_start_says_why(monkeypatch, no_leaks):
         AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
 
 
+def test_an_unguarded_script_under_spawn_is_told_to_guard_its_entry_point(tmp_path):
+    """A script that sets the spawn start method (importing torchrl does)
+    and makes a pool at module level: each spawned worker runs the script
+    again and Python stops it while bootstrapping; the pool's error says
+    why and what to do, not only "exited while starting"."""
+    script = tmp_path / "unguarded.py"
+    script.write_text("import multiprocessing as mp\nmp.set_start_method('spawn')\nimport shoal\n"
+                      "shoal.make('CartPole', 4, num_workers=2).close()\n")
+    done = subprocess.run([sys.executable, "-P", str(script)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "exited while starting" in last and "'spawn' method" in last, last
+    assert 'if __name__ == "__main__":' in last, last
+
+
 def _make_a_pool_here(backend):
     try:
         with shoal.make("CartPole", 4, num_workers=2, backend=backend) as pool:
