@@ -11,6 +11,7 @@ Each subcommand's own options follow its name; `shoal bench --help` lists them.
 from __future__ import annotations
 
 import argparse
+import signal
 import os
 import sys
 
@@ -151,6 +152,9 @@ def _import_train():
 
 
 def _train(args: list[str]) -> int:
+    if "TORCHELASTIC_RUN_ID" in os.environ and os.environ.get("WORLD_SIZE", "1").strip() not in ("", "0", "1"):
+        from shoal.rank_watch import end_with_launcher
+        end_with_launcher()   # first, before the slow imports: see rank_watch
     from shoal import config
 
     at = _env_index(args)
@@ -310,8 +314,6 @@ def _torchrun(n: int, args: list[str]) -> int:
     it) so that its outcome becomes shoal's exit status, not a traceback: 0,
     or the first failed rank's (_torchrun_status), or 128 + N when torchrun
     itself gets signal N (Ctrl-C: 130, after the ranks have saved and exited)."""
-    import signal
-
     from torch.distributed import run as torchrun
     from torch.distributed.elastic.multiprocessing import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -350,7 +352,12 @@ def _torchrun_status(failures: dict) -> int:
         else:
             what = f"exited with status {f.exitcode}"
         print(f"shoal train: error: rank {rank} (pid {f.pid}) {what}", file=sys.stderr)
-    first = min(failures, key=lambda r: (failures[r].timestamp, r))  # torchrun's root cause
+    # torchrun's root cause: the earliest. Its timestamps are whole seconds,
+    # so on a tie the rank that failed by itself comes before one that
+    # torchrun then stopped with SIGTERM (killed by it, or exiting 143)
+    def stopped_by_torchrun(f) -> bool:
+        return f.exitcode in (-int(signal.SIGTERM), 128 + int(signal.SIGTERM))
+    first = min(failures, key=lambda r: (failures[r].timestamp, stopped_by_torchrun(failures[r]), r))
     code = failures[first].exitcode
     return 128 - code if code < 0 else code
 

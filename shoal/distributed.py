@@ -20,13 +20,12 @@ identity and torch.distributed is never initialised.
 """
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import datetime
 import hashlib
 import json
 import mmap
 import os
-import signal
 import socket
 import sys
 import time
@@ -34,6 +33,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as torch_dist
+
+from shoal.rank_watch import end_with_launcher
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 
@@ -348,24 +349,6 @@ def rank_device(name: str, local_rank: int) -> torch.device:
     return torch.device(name)
 
 
-def end_with_launcher() -> None:
-    """SIGTERM this rank when its launcher (torchrun's agent) dies, as when
-    it is SIGKILLed by a scheduler or the OOM killer: torchrun starts each
-    rank in a session of its own, so it would otherwise train on as an
-    orphan holding the run folder. SIGTERM is the trainer's clean stop (a
-    checkpoint, exit 143). Linux only (prctl PR_SET_PDEATHSIG)."""
-    if not sys.platform.startswith("linux"):
-        return
-    launcher = os.getppid()
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
-    # It died between the getppid and the prctl: this rank was reparented.
-    # (A parent that is pid 1 may be the launcher itself: torchrun as a
-    # container's entrypoint.)
-    if os.getppid() != launcher:
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
 def check_same_config(cfg: dict, device: torch.device) -> None:
     """DistError on every rank unless all ranks were started with the same
     config (flags and ini files; [train] run_dir aside): ranks that differ
@@ -383,6 +366,26 @@ def check_same_config(cfg: dict, device: torch.device) -> None:
                         "must get the same ones, or their sums fall out of step")
 
 
+@contextlib.contextmanager
+def _sigterm_kills():
+    """SIGTERM's default action (the process ends) while the block runs:
+    joining the group waits in torch's C++ (its store's connect retries
+    when a signal interrupts it), where a Python handler, such as the
+    trainer's clean stop, never runs, so a rank whose launcher is gone
+    would wait out the store's timeout. Nothing is trained yet to save."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        yield
+        return
+    held = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, held)
+
+
 def setup(cfg: dict, device: torch.device) -> tuple[Dist, torch.device]:
     """Join the process group torchrun prepared, or Dist.single() when not
     launched as one of several ranks. Returns (dist, this rank's device).
@@ -392,15 +395,16 @@ def setup(cfg: dict, device: torch.device) -> tuple[Dist, torch.device]:
         return Dist.single(), device
     rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
     local_rank, local_world = _env_int("LOCAL_RANK"), _env_int("LOCAL_WORLD_SIZE")
-    end_with_launcher()
+    end_with_launcher()   # armed already by shoal train's first lines: checks the launcher is there
     dc = {"backend": "auto", "timeout": 600.0, "node_sum": "auto", **cfg.get("dist", {})}
     device = rank_device(cfg["train"]["device"], local_rank)
     backend = pick_backend(dc["backend"], device, local_world)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     timeout = datetime.timedelta(seconds=dc["timeout"])
-    torch_dist.init_process_group(backend=backend, timeout=timeout,
-                                  **({"device_id": device} if backend == "nccl" else {}))
+    with _sigterm_kills():
+        torch_dist.init_process_group(backend=backend, timeout=timeout,
+                                      **({"device_id": device} if backend == "nccl" else {}))
     comm_device = device if backend == "nccl" else torch.device("cpu")
     check_same_config(cfg, comm_device)
     dist = Dist(rank, world, local_rank, local_world, backend, comm_device)

@@ -309,6 +309,13 @@ def test_torchrun_failures_become_shoal_exit_statuses(capsys):
     assert capsys.readouterr().err == ""
     assert cli._torchrun_status(failures(-signal.SIGKILL)) == 128 + signal.SIGKILL
     assert "rank 0 (pid 100) was killed by SIGKILL" in capsys.readouterr().err
+    # rank 1 fails; torchrun SIGTERMs rank 0 within the same second (its
+    # timestamps are whole seconds): the status is rank 1's, not 143
+    for stopped in (-signal.SIGTERM, 143):
+        same_second = failures(stopped, 1)
+        for f in same_second.values():
+            f.timestamp = 1_700_000_000
+        assert cli._torchrun_status(same_second) == 1
 
 
 def test_ctrl_c_stops_an_nproc_run_with_status_130(tmp_path):

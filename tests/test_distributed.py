@@ -134,15 +134,40 @@ def test_a_rank_whose_launcher_is_pid_1_is_not_ended(monkeypatch):
     import ctypes
     import types
 
-    from shoal import distributed
+    from shoal import rank_watch
     killed, parents = [], iter([1, 1])
     monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: types.SimpleNamespace(prctl=lambda *args: 0))
     monkeypatch.setattr(os, "getppid", lambda: next(parents))
     monkeypatch.setattr(os, "kill", lambda pid, sig: killed.append(sig))
-    distributed.end_with_launcher()
+    monkeypatch.setattr(rank_watch, "_launcher_pid", None)
+    rank_watch.end_with_launcher()
     assert killed == []
+    monkeypatch.setattr(rank_watch, "_launcher_pid", None)
     parents = iter([4321, 1])   # reparented to init between the two reads: the launcher died
-    distributed.end_with_launcher()
+    rank_watch.end_with_launcher()
+    assert killed == [signal.SIGTERM]
+
+
+def test_a_rank_armed_early_notices_a_launcher_gone_by_setup(monkeypatch):
+    """shoal train arms the death signal in its first lines; the check in
+    distributed.setup() then compares the parent with the one armed
+    against: a launcher that died during the rank's imports ends it (it
+    once waited for the dead launcher's store as an orphan, SIGTERM held
+    off by the trainer's handler)."""
+    import ctypes
+    import types
+
+    from shoal import rank_watch
+    killed, parent = [], [4321]
+    monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: types.SimpleNamespace(prctl=lambda *args: 0))
+    monkeypatch.setattr(os, "getppid", lambda: parent[0])
+    monkeypatch.setattr(os, "kill", lambda pid, sig: killed.append(sig))
+    monkeypatch.setattr(rank_watch, "_launcher_pid", None)
+    rank_watch.end_with_launcher()   # the CLI's early call
+    rank_watch.end_with_launcher()   # setup's: the launcher is there
+    assert killed == []
+    parent[0] = 1                    # reparented: the launcher died meanwhile
+    rank_watch.end_with_launcher()
     assert killed == [signal.SIGTERM]
 
 
