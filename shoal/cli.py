@@ -260,7 +260,11 @@ def _train(args: list[str]) -> int:
         if not isinstance(e, (WorkerError, DistError, OSError, MemoryError)):
             raise
         message = e.strerror if isinstance(e, train.CheckpointError) else str(e)   # (its errno prefix dropped)
-        print("shoal train: error: " + "\n".join([message, *getattr(e, "__notes__", [])]), file=sys.stderr)
+        notes = list(getattr(e, "__notes__", []))
+        rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE", "1")
+        if rank is not None and world not in ("", "0", "1") and not any("data-parallel rank" in n for n in notes):
+            notes.append(f"in data-parallel rank {rank} of {world}")   # (an error before training, as its pool's)
+        print("shoal train: error: " + "\n".join([message, *notes]), file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (train.Terminated) outside the training loop
         terminated = type(e).__name__ == "Terminated"

@@ -349,7 +349,7 @@ def rank_device(name: str, local_rank: int) -> torch.device:
     return torch.device(name)
 
 
-def check_same_config(cfg: dict, device: torch.device) -> None:
+def check_same_config(cfg: dict, device: torch.device, checkpoint_digest: str | None = None) -> None:
     """DistError on every rank unless all ranks were started with the same
     config (flags and ini files; [train] run_dir aside): ranks that differ
     (an ini edited on one node, a flag given to one rank) would fall out of
@@ -357,13 +357,16 @@ def check_same_config(cfg: dict, device: torch.device) -> None:
     One collective: the max of each rank's (digest, -digest)."""
     shared = {section: {key: value for key, value in keys.items()
                         if (section, key) != ("train", "run_dir")} for section, keys in cfg.items()}
-    text = json.dumps(shared, sort_keys=True, default=str)
+    # (and the checkpoint each resumes, by content: a stale copy on one node
+    # would load other weights and optimizer state, and the ranks diverge)
+    text = json.dumps([shared, checkpoint_digest], sort_keys=True, default=str)
     digest = int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "big")
     both = torch.tensor([digest, -digest], dtype=torch.int64, device=device)
     torch_dist.all_reduce(both, op=torch_dist.ReduceOp.MAX)
     if int(both[0]) != digest or int(both[1]) != -digest:
-        raise DistError("the ranks were started with different configs (flags or ini files): every rank "
-                        "must get the same ones, or their sums fall out of step")
+        raise DistError("the ranks were started with different configs (flags or ini files) or resume "
+                        "different checkpoints (--resume, by content): every rank must get the same ones, "
+                        "or their weights and sums fall out of step")
 
 
 @contextlib.contextmanager
@@ -386,7 +389,7 @@ def _sigterm_kills():
         signal.signal(signal.SIGTERM, held)
 
 
-def setup(cfg: dict, device: torch.device) -> tuple[Dist, torch.device]:
+def setup(cfg: dict, device: torch.device, checkpoint_digest: str | None = None) -> tuple[Dist, torch.device]:
     """Join the process group torchrun prepared, or Dist.single() when not
     launched as one of several ranks. Returns (dist, this rank's device).
     Collectives time out after [dist] timeout seconds (then they raise),
@@ -406,7 +409,7 @@ def setup(cfg: dict, device: torch.device) -> tuple[Dist, torch.device]:
         torch_dist.init_process_group(backend=backend, timeout=timeout,
                                       **({"device_id": device} if backend == "nccl" else {}))
     comm_device = device if backend == "nccl" else torch.device("cpu")
-    check_same_config(cfg, comm_device)
+    check_same_config(cfg, comm_device, checkpoint_digest)
     dist = Dist(rank, world, local_rank, local_world, backend, comm_device)
     if dc["node_sum"] == "auto" and backend == "gloo" and local_world == world:
         try:

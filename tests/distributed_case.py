@@ -127,18 +127,22 @@ def _rank_late(rank: int, init_file: str, out: str) -> None:
     torch.distributed.destroy_process_group()
 
 
-def _rank_config_check(rank: int, init_file: str, out: str, differ: bool) -> None:
-    """Both ranks check their configs; rank 1's differs when `differ` (an
-    update_epochs of its own), or only in [train] run_dir. Each writes what
-    check_same_config did to out/rank<k>.txt."""
+def _rank_config_check(rank: int, init_file: str, out: str, differ: str) -> None:
+    """Both ranks check their configs and resumed checkpoints' digests;
+    rank 1's differs in `differ`: "config" (an update_epochs of its own),
+    "checkpoint" (another digest), or "" (only [train] run_dir). Each
+    writes what check_same_config did to out/rank<k>.txt."""
     torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     cfg = config.load("cartpole")
+    digest = "a" * 64
     if rank == 1:
         cfg["train"]["run_dir"] = "elsewhere"
-        if differ:
+        if differ == "config":
             cfg["train"]["update_epochs"] += 1
+        elif differ == "checkpoint":
+            digest = "b" * 64
     try:
-        distributed.check_same_config(cfg, torch.device("cpu"))
+        distributed.check_same_config(cfg, torch.device("cpu"), digest)
         outcome = "same"
     except distributed.DistError as e:
         outcome = f"DistError: {e}"

@@ -294,6 +294,22 @@ def test_nproc_with_a_bad_value_is_one_error_before_torchrun(tmp_path):
     assert "Traceback" not in p.stderr and "torch" not in p.stderr  # torchrun never started
 
 
+def test_a_ranks_error_before_training_names_the_rank(monkeypatch, capsys):
+    """An error of one rank before its training loop (its pool out of file
+    descriptors) says which rank it is, as errors inside the loop do."""
+    pytest.importorskip("torch")
+    from shoal import train
+
+    def no_fds(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+    monkeypatch.setattr(train, "train", no_fds)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert cli.main(["train", "cartpole"]) == 1
+    err = capsys.readouterr().err
+    assert err == "shoal train: error: [Errno 24] Too many open files\nin data-parallel rank 1 of 2\n", err
+
+
 def test_torchrun_failures_become_shoal_exit_statuses(capsys):
     pytest.importorskip("torch")
     from torch.distributed.elastic.multiprocessing.errors import ProcessFailure

@@ -69,17 +69,19 @@ def test_node_sum_that_cannot_open_fails_on_every_rank(tmp_path):
         assert ("Too many open files" if rank == 0 else "on another rank") in outcome, outcome
 
 
-@pytest.mark.parametrize("differ", [False, True])
+@pytest.mark.parametrize("differ", ["", "config", "checkpoint"])
 def test_ranks_started_with_different_configs_all_stop(tmp_path, differ):
-    """A rank given another config (here update_epochs) is a DistError on
-    every rank at setup, before any sum can fall out of step; [train]
-    run_dir may differ."""
+    """A rank given another config (here update_epochs), or resuming
+    another checkpoint (a stale copy on one node: it trained on with other
+    weights, or hung in a sum), is a DistError on every rank at setup,
+    before any sum can fall out of step; [train] run_dir may differ."""
     torch.multiprocessing.spawn(_rank_config_check, args=(str(tmp_path / "init"), str(tmp_path), differ),
                                 nprocs=2)
     for rank in (0, 1):
         outcome = (tmp_path / f"rank{rank}.txt").read_text()
         if differ:
             assert outcome.startswith("DistError: the ranks were started with different configs"), outcome
+            assert "different checkpoints (--resume" in outcome
         else:
             assert outcome == "same"
 
