@@ -249,6 +249,7 @@ def header_spec(name: str, package: str, **python_fields) -> EnvSpec:
         raise BindingNotBuiltError(name, f"{name}'s binding {module_name} is older than "
                                          f"envs/vec_binding.pxi (no {', '.join(missing)}): {_BUILD_HINT}")
     nvec = tuple(binding.ACT_NVEC)
+    _check_header_tables(name, binding)
     fields = {"name": name,
               "binding": module_name,
               "agents": binding.AGENTS_PER_ENV,
@@ -268,6 +269,34 @@ def header_spec(name: str, package: str, **python_fields) -> EnvSpec:
     check_spec_against_binding(spec, binding)
     binding._SPEC_CHECKED = spec   # load_binding need not check it again
     return spec
+
+
+def _check_header_tables(name: str, binding) -> None:
+    """The header's own tables make sense (SpecMismatchError naming the
+    table otherwise), before gymnasium's spaces or the pool meet them:
+    obs_low <= obs_high per element, every act_nvec entry >= 1 (for a
+    discrete env), and P_max_steps >= 0 (0: no limit)."""
+    wrong = []
+    low, high = np.asarray(binding.OBS_LOW, np.float64), np.asarray(binding.OBS_HIGH, np.float64)
+    try:
+        above = np.flatnonzero(np.broadcast_to(low, np.broadcast_shapes(low.shape, high.shape))
+                               > np.broadcast_to(high, np.broadcast_shapes(low.shape, high.shape)))
+    except ValueError:
+        above = []
+        wrong.append(f"obs_low has {low.size} entries and obs_high {high.size}")
+    if len(above):
+        k = above[0]
+        wrong.append(f"obs_low[{k}] is above obs_high[{k}] ({len(above)} element(s)): swapped tables?")
+    if np.dtype(getattr(binding, "ACT_DTYPE", np.int32)).kind in "iu":
+        bad = [int(n) for n in binding.ACT_NVEC if int(n) < 1]
+        if bad or not len(binding.ACT_NVEC):
+            wrong.append(f"act_nvec {tuple(int(n) for n in binding.ACT_NVEC)}: every entry must be >= 1 "
+                         f"(a component with n choices), and there must be one per action component")
+    if binding.MAX_EPISODE_STEPS is not None and binding.MAX_EPISODE_STEPS < 0:
+        wrong.append(f"max_steps {binding.MAX_EPISODE_STEPS}: must be >= 0 (0: no limit)")
+    if wrong:
+        raise SpecMismatchError(f"{name}'s C header ({binding.__name__}) has tables that cannot be: "
+                                + "; ".join(wrong))
 
 
 def _bound_mismatch(in_spec, in_header, size: int, dtype: np.dtype) -> str | None:

@@ -272,6 +272,21 @@ def test_a_hand_made_spec_works_through_every_view():
         venv.close()
 
 
+def test_header_tables_that_cannot_be_are_named():
+    """A header's tables are checked for sense before gymnasium's spaces or
+    the pool meet them: swapped obs bounds, an act_nvec entry of 0 and a
+    negative step limit (it meant "no limit") each name the table."""
+    import types
+    bad = types.SimpleNamespace(__name__="mine.binding", OBS_LOW=np.array([1.0, 0.0], np.float32),
+                                OBS_HIGH=np.array([0.0, 1.0], np.float32), ACT_NVEC=(3, 0),
+                                ACT_DTYPE=np.dtype(np.int32), MAX_EPISODE_STEPS=-1)
+    with pytest.raises(SpecMismatchError, match=r"obs_low\[0\] is above obs_high\[0\].*act_nvec \(3, 0\).*"
+                                                r"max_steps -1"):
+        shoal.envs._check_header_tables("Mine", bad)
+    for name in shoal.envs.names("header"):   # every shipped header's tables pass
+        shoal.envs._check_header_tables(name, shoal.envs.spec(name).load_binding())
+
+
 def test_specs_compare_their_bounds_by_value():
     """EnvSpec equality compares array bounds by value: equal copies are
     equal, other values or dtypes are not (a dataclass's own __eq__ raises
