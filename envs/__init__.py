@@ -279,8 +279,7 @@ def _check_header_tables(name: str, binding) -> None:
     wrong = []
     low, high = np.asarray(binding.OBS_LOW, np.float64), np.asarray(binding.OBS_HIGH, np.float64)
     try:
-        above = np.flatnonzero(np.broadcast_to(low, np.broadcast_shapes(low.shape, high.shape))
-                               > np.broadcast_to(high, np.broadcast_shapes(low.shape, high.shape)))
+        above = np.flatnonzero(low > high)   # (a scalar bound broadcasts)
     except ValueError:
         above = []
         wrong.append(f"obs_low has {low.size} entries and obs_high {high.size}")

@@ -220,6 +220,7 @@ class Workers:
         self.processes: list = []
         self.ranges: list[tuple[int, int]] = []
         self.owner_pid = os.getpid()
+        self.start_method = "fork"   # the last start()'s context's (its failure hints at spawn's rule)
         # One shutdown at a time: the pool's finalizer at interpreter exit
         # and a thread's close() after its call failed once raced on the
         # same Process objects (join on a closed one raised).
@@ -272,7 +273,7 @@ class Workers:
         if code is None and exited(process):
             how = "exit status unknown: reaped elsewhere, SIGCHLD is ignored or handled in this process"
         hint = ""
-        if what == "exited while starting" and getattr(self, "start_method", "fork") != "fork":
+        if what == "exited while starting" and self.start_method != "fork":
             # a spawned child runs the main module again: unguarded, it makes
             # a pool while bootstrapping and Python stops it (its traceback above)
             hint = (f". Workers start with multiprocessing's {self.start_method!r} method, which this "

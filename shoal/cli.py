@@ -151,8 +151,14 @@ def _import_train():
     return train
 
 
+def _one_of_several_ranks() -> bool:
+    """torchrun's WORLD_SIZE says this process is one rank of several (read
+    without importing torch: shoal.distributed's planned_world_size checks it)."""
+    return os.environ.get("WORLD_SIZE", "1").strip() not in ("", "0", "1")
+
+
 def _train(args: list[str]) -> int:
-    if "TORCHELASTIC_RUN_ID" in os.environ and os.environ.get("WORLD_SIZE", "1").strip() not in ("", "0", "1"):
+    if "TORCHELASTIC_RUN_ID" in os.environ and _one_of_several_ranks():
         from shoal.rank_watch import end_with_launcher
         end_with_launcher()   # first, before the slow imports: see rank_watch
     from shoal import config
@@ -261,9 +267,9 @@ def _train(args: list[str]) -> int:
             raise
         message = e.strerror if isinstance(e, train.CheckpointError) else str(e)   # (its errno prefix dropped)
         notes = list(getattr(e, "__notes__", []))
-        rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE", "1")
-        if rank is not None and world not in ("", "0", "1") and not any("data-parallel rank" in n for n in notes):
-            notes.append(f"in data-parallel rank {rank} of {world}")   # (an error before training, as its pool's)
+        rank = os.environ.get("RANK")
+        if rank is not None and _one_of_several_ranks() and not any("data-parallel rank" in n for n in notes):
+            notes.append(f"in data-parallel rank {rank} of {os.environ['WORLD_SIZE']}")   # (an error before training, as its pool's)
         print("shoal train: error: " + "\n".join([message, *notes]), file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (train.Terminated) outside the training loop

@@ -26,8 +26,10 @@ import hashlib
 import json
 import mmap
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -376,8 +378,6 @@ def _sigterm_kills():
     when a signal interrupts it), where a Python handler, such as the
     trainer's clean stop, never runs, so a rank whose launcher is gone
     would wait out the store's timeout. Nothing is trained yet to save."""
-    import signal
-    import threading
     if threading.current_thread() is not threading.main_thread() \
             or signal.getsignal(signal.SIGTERM) in (signal.SIG_IGN, signal.SIG_DFL, None):
         yield

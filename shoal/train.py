@@ -986,15 +986,6 @@ def save_final_checkpoint(path: str, policy, optimizer, cfg: dict, progress: dic
                                        f"{left}") from None
 
 
-def file_digest(path: str) -> str:
-    """sha256 of a file's bytes (a checkpoint every rank resumes must be the same)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def load_checkpoint(path: str) -> dict:
     """A checkpoint written by save_checkpoint, or a RunError naming the file
     and what is wrong with it."""
@@ -1558,7 +1549,11 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     device = resolve_device(tc["device"])
     check_loggers(cfg)
     local_envs, num_workers = check_world_split(cfg, distributed.planned_world_size())
-    dist, device = distributed.setup(cfg, device, file_digest(resume) if resume else None)  # Dist.single() unless started by torchrun
+    resumed_digest = None   # every rank must resume the same bytes (the ranks compare it at setup)
+    if resume:
+        with open(resume, "rb") as f:
+            resumed_digest = hashlib.file_digest(f, "sha256").hexdigest()
+    dist, device = distributed.setup(cfg, device, resumed_digest)  # Dist.single() unless started by torchrun
     if tc["torch_threads"] > 0:
         torch.set_num_threads(tc["torch_threads"])
     elif dist.enabled:  # torch's default is every core: ranks would fight over them

@@ -90,10 +90,11 @@ def model_identity(xml_file: str) -> tuple:
     time. Files the model includes (meshes, <include>) are not digested."""
     path = model_path(xml_file)
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
     except FileNotFoundError:
         raise FileNotFoundError(f"MuJoCo model {path} not found") from None
-    return str(path.resolve()), hashlib.blake2b(data, digest_size=16).hexdigest()
+    return str(path.resolve()), digest
 
 
 def load_model(xml_file: str, digest: str | None = None) -> int:
