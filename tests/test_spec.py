@@ -34,6 +34,17 @@ def test_every_header_env_folder_is_found():
     assert set(EXPECTED) <= set(HEADER_ENVS), "EXPECTED names a folder that is not a header env"
 
 
+def test_every_header_env_follows_the_naming_rule():
+    """docs/new_env.md's rule: a header env's folder and header file are one
+    name. The layout and kernel tests find a header env by `<folder>/<folder>.h`;
+    a folder whose header is named otherwise would drop out of them silently,
+    so it fails here instead."""
+    for spec in (shoal.envs.spec(name) for name in shoal.envs.names("header")):
+        folder = spec.binding.split(".")[-2]
+        assert (ENVS_DIR / folder / f"{folder}.h").is_file(), \
+            f"envs/{folder}/ has no {folder}.h: its header must be named after the folder (docs/new_env.md)"
+
+
 @pytest.mark.parametrize("folder", HEADER_ENVS)
 def test_a_header_spec_is_what_its_header_says(folder):
     spec, binding = header_env(folder)
