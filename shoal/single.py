@@ -12,6 +12,7 @@ import operator
 
 import gymnasium
 import numpy as np
+from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 
 from shoal.envs import spec as env_spec
@@ -59,8 +60,10 @@ GYMNASIUM_ONLY_ATTRIBUTES = {
         "state", "x_threshold", "theta_threshold_radians", "tau", "gravity", "masscart", "masspole",
         "length", "force_mag", "kinematics_integrator")},
     MUJOCO_BINDING: {
-        "model": _MUJOCO_STATE_IN_C,
-        "data": _MUJOCO_STATE_IN_C,
+        **{name: _MUJOCO_STATE_IN_C for name in (
+            "model", "data", "fullpath", "do_simulation", "reset_model", "get_body_com",
+            "observation_structure", "is_healthy", "healthy_reward", "control_cost", "contact_cost",
+            "contact_forces", "terminated")},
         "mujoco_renderer": "render() draws as gymnasium's renderer does; gymnasium.make's keywords "
                            "width, height, camera_id, camera_name and default_camera_config set it",
     },
@@ -68,6 +71,10 @@ GYMNASIUM_ONLY_ATTRIBUTES = {
         "ale": "shoal's emulators run inside its pool, out of Python's reach; " + _ATARI_PREPROCESSED,
         "clone_state": _NO_SNAPSHOTS,
         "restore_state": _NO_SNAPSHOTS,
+        "seed_game": "reset(seed=s) seeds the game (shoal's seed rule: docs/design.md)",
+        "load_game": "the game is the env's: make another env for another game",
+        "get_keys_to_action": "gymnasium.utils.play needs a window and the emulator, which runs inside "
+                              "shoal's pool; render_mode='rgb_array' gives the frames",
     },
 }
 
@@ -152,8 +159,20 @@ class SingleEnv(gymnasium.Env):
         return clone
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self._check_open("reset()")
         check_reset_options(options, self._pool.spec)
         super().reset(seed=seed)
+        if seed is None:
+            # The first reset without a seed is the pool's construction seed's
+            # (one drawn from OS entropy): np_random_seed reports it, so that
+            # reset(seed=env.np_random_seed) replays this episode, as it does
+            # on gymnasium's envs (gymnasium would report a seed of its own).
+            drawn = self._pool._construction_seed
+            if drawn is not None and drawn.unstepped is not None and isinstance(drawn.seed, int):
+                self._np_random, self._np_random_seed = seeding.np_random(drawn.seed)
+        elif isinstance(seed, (int, np.integer)) and seed >= 2**64:
+            # gymnasium's envs take any int >= 0; the C env's seed is 64 bits
+            seed = int(seed) % 2**64
         obs, info = self._pool.reset(seed=seed)
         self._was_reset = True
         self._steps_beyond_terminated = None
@@ -178,7 +197,11 @@ class SingleEnv(gymnasium.Env):
         elif not self.action_space.contains(action):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
         self._action[0] = action
-        obs, rewards, terminals, truncations, _ = self._pool.step(self._action)
+        try:
+            obs, rewards, terminals, truncations, _ = self._pool.step(self._action)
+        except PoolClosedError:
+            self._check_open("step()")   # this env's words, not its pool's
+            raise
         info = ({} if self._info_of is None
                 else one_env_info(self._info_of(self._pool.env_states), self._info_dtypes))
         terminated = bool(terminals[0])

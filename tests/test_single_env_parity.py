@@ -267,7 +267,7 @@ def test_set_state_then_steps_as_gymnasiums(name):
 def test_mujoco_model_and_data_say_what_shoal_offers():
     needs_gymnasium_mujoco()
     env = gymnasium.make("shoal/Hopper-v5").unwrapped
-    for name in ("model", "data"):
+    for name in ("model", "data", "is_healthy", "get_body_com", "do_simulation"):   # gymnasium's MujocoEnv's
         with pytest.raises(AttributeError, match=f"no attribute '{name}': shoal's MuJoCo state lives in "
                                                  f"C structs.*set_state"):
             getattr(env, name)
@@ -290,6 +290,8 @@ def test_atari_ale_and_snapshots_say_what_shoal_offers():
         assert not hasattr(env, name) and getattr(env, name, None) is None
     with pytest.raises(AttributeError, match="restore_state'.*reset\\(seed=s\\)"):
         env.restore_state
+    with pytest.raises(AttributeError, match="get_keys_to_action'.*rgb_array"):   # gymnasium.utils.play's
+        env.get_keys_to_action
     env.close()
     # gymnasium's AtariPreprocessing over a shoal id given frameskip=1 (as one
     # would give ALE's): its first check passes, and it stops at `ale` with
@@ -299,6 +301,50 @@ def test_atari_ale_and_snapshots_say_what_shoal_offers():
     with pytest.raises(AttributeError, match="already preprocessed"):
         wrapped.reset(seed=0)
     wrapped.close()
+
+
+def test_np_random_seed_replays_an_unseeded_episode_as_gymnasiums():
+    """Logging env.np_random_seed after an unseeded reset and resetting a new
+    env with it replays the episode, on gymnasium's CartPole-v1 and on shoal's
+    env alone or under SyncVectorEnv (shoal's C RNG, not gymnasium's
+    np_random, draws the start: np_random_seed reports the C env's seed)."""
+    for env_id in ("CartPole-v1", "shoal/CartPole-v0"):
+        env = gymnasium.make(env_id)
+        first, _ = env.reset()
+        replay, _ = gymnasium.make(env_id).reset(seed=env.np_random_seed)
+        np.testing.assert_array_equal(first, replay, err_msg=env_id)
+    vector = gymnasium.make_vec("shoal/CartPole-v0", 3, vectorization_mode="sync")
+    first, _ = vector.reset()
+    again = gymnasium.make_vec("shoal/CartPole-v0", 3, vectorization_mode="sync")
+    np.testing.assert_array_equal(again.reset(seed=list(vector.np_random_seed))[0], first)
+    # a seeded reset then an unseeded one: np_random_seed stays the seeded one, as gymnasium's
+    env = gymnasium.make("shoal/CartPole-v0")
+    env.reset(seed=7)
+    env.step(0)
+    env.reset()
+    assert env.np_random_seed == 7
+
+
+def test_seeds_beyond_64_bits_are_taken_as_gymnasiums_envs_take_them():
+    """gymnasium's envs take any int seed >= 0; the C env's seed is its value
+    modulo 2**64, and SyncVectorEnv's seed + i may pass 2**64."""
+    env = gymnasium.make("shoal/CartPole-v0")
+    np.testing.assert_array_equal(env.reset(seed=2**64 + 5)[0], env.reset(seed=5)[0])
+    assert env.np_random_seed == 5   # gymnasium's np_random seeded with the int given
+    env.reset(seed=2**100)
+    vector = gymnasium.make_vec("shoal/CartPole-v0", 2, vectorization_mode="sync")
+    vector.reset(seed=2**64 - 1)
+    with pytest.raises(gymnasium.error.Error, match="greater or equal to zero"):   # gymnasium's own check
+        env.reset(seed=-1)
+
+
+def test_a_closed_env_says_so_in_its_own_words():
+    env = gymnasium.make("shoal/CartPole-v0")
+    env.reset(seed=0)
+    env.close()
+    for call in (lambda: env.reset(), lambda: env.step(0)):
+        with pytest.raises(gymnasium.error.ClosedEnvironmentError, match="on a closed CartPole env"):
+            call()
 
 
 def test_discrete_actions_as_0d_arrays_and_tensors():
