@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,6 +69,10 @@ class SharedRegion:
                                   f"use fewer envs") from e
             raise
         self.fd = fd
+        # A pool interrupted while it is being made (a Ctrl-C before its
+        # own cleanup is armed) drops its region unclosed: the descriptor
+        # closes with the object then, so no memfd stays open for good.
+        self._close_fd = weakref.finalize(self, os.close, fd)
 
     def __reduce__(self):
         # Only reached when a worker is spawned (fork copies the object
@@ -80,8 +85,8 @@ class SharedRegion:
         refers to it (arrays handed out stay valid, with no descriptor
         held), then the kernel frees the memory."""
         if self.fd >= 0:
-            os.close(self.fd)
             self.fd = -1
+            self._close_fd()   # closes it once (never a number reused since)
         self.memory = None
 
 

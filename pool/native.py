@@ -1135,7 +1135,8 @@ class Multiprocessing(NativePool):
         try:
             if getattr(self, "_workers", None) is not None:
                 self._workers.shutdown()   # a Ctrl-C in it is raised once it is done
-                self._finalizer.detach()
+                if hasattr(self, "_finalizer"):   # (a Ctrl-C may land before it is made)
+                    self._finalizer.detach()
             elif hasattr(self, "_buffers"):
                 self._buffers.close()
         finally:

@@ -47,6 +47,7 @@ as it ends: no command touches the workers' control block once it is freed.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import pickle
 import sys
 import threading
@@ -479,6 +480,7 @@ class AsyncVectorEnv(VectorEnv):
                  autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
                  max_concurrency: int | None = None, *, num_workers: int | None = None):
         self.closed = True  # until construction succeeds: close() is then a no-op
+        self._pid = os.getpid()   # a forked child's copy drives no command (_begin_command)
         # Held by a command's start or wait (_begin_command), so that close() cannot
         # free the control block under it; reentrant for close()'s own wait.
         self._calls = threading.RLock()
@@ -703,7 +705,11 @@ class AsyncVectorEnv(VectorEnv):
     def _begin_command(self) -> None:
         """Before a command's start or wait (the code that reads and writes
         the workers' control block by address); _end_command after it, in a
-        finally: see close_extras."""
+        finally: see close_extras. A forked child's copy is refused: its
+        commands would reach the parent's workers."""
+        if os.getpid() != self._pid:
+            raise RuntimeError(f"this {type(self).__name__} belongs to process {self._pid}; a forked "
+                               f"child (process {os.getpid()}) cannot use it: create one in each process")
         self._calls.acquire()
         # Checked with the lock held: a close() may have run since the caller's
         # _assert_is_running (a signal handler's, in this very thread, say).
@@ -785,8 +791,9 @@ class AsyncVectorEnv(VectorEnv):
             try:
                 workers.kill() if kill else workers.shutdown(join_timeout)   # Ctrl-C: raised once done
             finally:
-                self._finalizer.detach()
-                for pipe in self._pipes:
+                if hasattr(self, "_finalizer"):   # (a Ctrl-C may land before it is made)
+                    self._finalizer.detach()
+                for pipe in getattr(self, "_pipes", ()):
                     pipe.close()
                 self._pipes = []
                 self._workers = None
@@ -990,7 +997,10 @@ class AsyncVectorEnv(VectorEnv):
         say): the command stops at its next wait slice, its caller gets
         ClosedEnvironmentError, and close waits for it. From a signal handler
         inside a command of this thread: the command stops waiting and the
-        workers are killed as it ends."""
+        workers are killed as it ends. In a forked child it only marks this
+        copy closed: the workers are the parent's."""
+        if os.getpid() != self._pid:
+            return
         if self._calls._is_owned():
             if self._command_on_this_stack():   # a signal handler inside this thread's command
                 self._stop_waits = self._close_pending = True

@@ -23,6 +23,7 @@ import multiprocessing.connection
 import multiprocessing.process
 import os
 import signal
+import sys
 import threading
 import weakref
 
@@ -279,6 +280,12 @@ class Workers:
             hint = (f". Workers start with multiprocessing's {self.start_method!r} method, which this "
                     f"program set (importing torchrl does): they import the main module again, so a "
                     f"script must make its pools under `if __name__ == \"__main__\":`")
+            main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+            if self.start_method == "spawn" and isinstance(main_file, str) and main_file.startswith("<"):
+                hint = (f". Workers start with multiprocessing's 'spawn' method, which this program set: "
+                        f"they run the main module again from its file, and this one has none "
+                        f"({main_file}, a script read from standard input): run the script from a "
+                        f"file, or make the pool with context='fork' or 'forkserver'")
         return WorkerError(f"{self.describe(k)} {what} ({how}); the pool is closed{hint}")
 
     def receive(self, k: int, pipe, what: str = "died"):

@@ -42,6 +42,7 @@ with one import changed:
 """
 from __future__ import annotations
 
+import multiprocessing
 import re
 import types
 import warnings
@@ -403,8 +404,11 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
     channel-first RGB), made as a shoal pool and returned in an
     EnvPoolCompat (copies, one env's spaces, reset_mask, config).
 
-    Differences that stay: num_threads are worker processes; shoal's async
-    batches come back in a fixed order; only the gymnasium API exists.
+    Differences that stay: num_threads are worker processes (in a daemonic
+    process, which cannot start any, the envs step in this process, with a
+    warning); shoal's async batches come back in a fixed order; only the
+    gymnasium API exists; a Ctrl-C inside a call closes the pool (its
+    workers may be mid-step), where EnvPool's stays usable.
     """
     import shoal
     if env_type not in ("gymnasium", "gym"):   # EnvPool 1.x makes gymnasium envs for "gym" too
@@ -457,6 +461,13 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
     if in_process and workers not in (None, 1):
         warnings.warn(f"{task_id}: render_mode={render_mode!r} steps the envs in this process "
                       f"(num_threads={num_threads} not used): drawing needs their state here", stacklevel=2)
+    if not in_process and multiprocessing.current_process().daemon:
+        # EnvPool's threads run anywhere; a daemonic process (a multiprocessing.Pool,
+        # DataLoader or SubprocVecEnv worker) cannot start worker processes
+        in_process = True
+        warnings.warn(f"{task_id}: this process is daemonic and cannot start shoal's worker "
+                      f"processes, so the {num_envs} envs step in this process, on one core",
+                      stacklevel=2)
     pool = shoal.make(name, num_envs, num_workers=None if in_process else workers,
                       backend="serial" if in_process else "multiprocessing", batch_size=batch_size,
                       seed=seed, env_kwargs=options)

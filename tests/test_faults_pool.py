@@ -139,6 +139,36 @@ def test_ctrl_c_as_a_worker_starts_leaves_no_worker(kind, context, monkeypatch, 
     assert wait_until(lambda: not any(p.is_alive() for p in started if p._popen), 5.0)
 
 
+@pytest.mark.parametrize("kind, where", [("native", "_carve"), ("native", "plan_blocks"),
+                                         ("native", "finalize"), ("python", "finalize")])
+def test_ctrl_c_while_a_pool_is_made_leaves_no_descriptor(kind, where, no_leaks):
+    """A real SIGINT sent as construction calls `where`: before the pool's
+    own cleanup is armed (its memory carved, its blocks planned), or as it
+    arms the workers' finalizer. The user gets KeyboardInterrupt (not an
+    AttributeError from the half-made pool's close) and the pool's memfd
+    closes with the object (no_leaks checks after a gc)."""
+
+    def ctrl_c_at(frame, event, arg):
+        name = frame.f_code.co_name
+        hit = (name == "__init__" and frame.f_code.co_filename.endswith("weakref.py")
+               and frame.f_back is not None and frame.f_back.f_code.co_name == "_start_workers") \
+            if where == "finalize" else name == where
+        if event == "call" and hit:
+            sys.setprofile(None)
+            os.kill(os.getpid(), signal.SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)   # ignored under nohup
+    try:
+        sys.setprofile(ctrl_c_at)
+        with pytest.raises(KeyboardInterrupt):
+            if kind == "native":
+                shoal.make("CartPole", 4, num_workers=2)
+            else:
+                AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
+    finally:
+        sys.setprofile(None)
+        signal.signal(signal.SIGINT, previous)
+
+
 # ---- 2. workers outlive the thread that made the pool -----------------------------------
 def test_pool_made_on_an_exited_thread_keeps_working(no_leaks):
     with ThreadPoolExecutor(1) as executor:
@@ -285,6 +315,13 @@ def test_an_unguarded_script_under_spawn_is_told_to_guard_its_entry_point(tmp_pa
     last = done.stderr.strip().splitlines()[-1]
     assert "exited while starting" in last and "'spawn' method" in last, last
     assert 'if __name__ == "__main__":' in last, last
+    # the same script, guarded, read from standard input: the workers have no file to run
+    guarded = ("import multiprocessing as mp\nimport shoal\nif __name__ == '__main__':\n"
+               "    mp.set_start_method('spawn')\n    shoal.make('CartPole', 4, num_workers=2).close()\n")
+    done = subprocess.run([sys.executable, "-P", "-"], input=guarded, capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode != 0 and "read from standard input" in last and "context='fork'" in last, last
 
 
 def _make_a_pool_here(backend):
@@ -303,6 +340,30 @@ def test_a_pool_in_a_daemonic_process_says_to_step_serially(no_leaks):
     with mp.get_context("fork").Pool(1) as workers:
         refused, served = workers.map(_make_a_pool_here, ["multiprocessing", "serial"])
     assert "daemonic" in refused and "backend='serial'" in refused and served == (4, 4)
+
+
+def _envpool_dropin_here(_):
+    import warnings
+    from shoal import envpool_compat
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        envs = envpool_compat.make("CartPole-v1", env_type="gymnasium", num_envs=4, seed=3)
+    try:
+        obs = [envs.reset()[0]] + [envs.step(np.ones(4, np.int32))[0] for _ in range(5)]
+        return np.stack(obs), [str(w.message) for w in caught]
+    finally:
+        envs.close()
+
+
+def test_the_envpool_dropin_steps_in_a_daemonic_process(no_leaks):
+    """EnvPool's threads run in a DataLoader or SubprocVecEnv worker; the
+    drop-in there steps its envs in that process (a warning says so) and
+    gives what it gives anywhere else."""
+    import multiprocessing as mp
+    with mp.get_context("fork").Pool(1) as workers:
+        (obs, messages), = workers.map(_envpool_dropin_here, [None])
+    assert any("daemonic" in m and "in this process" in m for m in messages), messages
+    np.testing.assert_array_equal(obs, _envpool_dropin_here(None)[0])
 
 
 def test_timeout_is_validated_and_serial_accepts_it():
@@ -642,6 +703,39 @@ def test_forked_child_cannot_use_or_close_the_parents_pool(no_leaks):
     for a in actions[5:]:
         ours, ref = pool.step(a)[0], reference.step(a)[0]
         np.testing.assert_array_equal(ours, ref)
+    pool.close()
+    reference.close()
+
+
+def test_forked_child_cannot_use_the_parents_python_pool(no_leaks):
+    """shoal.pool.AsyncVectorEnv in a forked child: a command is refused
+    (it would drive the parent's workers, whose results the parent then
+    reads as its own), close() leaves the workers to the parent, and the
+    parent's results stay those of gymnasium's SyncVectorEnv."""
+    make = [lambda: gymnasium.make("CartPole-v1")] * 4
+    pool, reference = AsyncVectorEnv(make, num_workers=2), gymnasium.vector.SyncVectorEnv(make)
+    pool.reset(seed=0)
+    reference.reset(seed=0)
+    actions = np.zeros(4, np.int64)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        code = b"1"
+        try:
+            try:
+                pool.step(actions)
+            except RuntimeError as error:
+                code = b"0" if "forked child" in str(error) else b"2"
+            pool.close()
+            os.write(write, code)
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    assert os.read(read, 8) == b"0"
+    os.close(read)
+    for _ in range(20):
+        np.testing.assert_array_equal(pool.step(actions)[0], reference.step(actions)[0])
     pool.close()
     reference.close()
 
