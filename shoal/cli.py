@@ -283,6 +283,8 @@ def _train(args: list[str]) -> int:
     solved = summary.get("solved_seconds")
     print_out(f"trained {summary['global_step']:,} steps in {summary['train_seconds']:.1f} s"
               + (f"; reached the target return after {solved:.2f} s" if solved is not None else "")
+              + (f" (stopped by [train] max_train_seconds = {summary['max_train_seconds']:g}, which counts "
+                 f"the whole run, resumes included)" if summary.get("time_capped") else "")
               + (f"; final eval mean return {summary['eval_return']:.2f}" if "eval_return" in summary else "")
               + f"\ncheckpoint: {summary['checkpoint']}")
     return status

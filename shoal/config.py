@@ -187,7 +187,12 @@ def parse_value(section: str, key: str, text: str, default, where: str = ""):
             return float(raw.replace("_", ""))
         except ValueError:
             raise bad("a float") from None
+    if (section, key) in PATH_KEYS:
+        return os.path.expanduser(raw)   # an ini file's ~/runs: the home folder's, not ./~/runs
     return raw
+
+
+PATH_KEYS = {("train", "run_dir")}
 
 
 # What each key may hold beyond its type: (check, what is expected). Float
@@ -576,8 +581,9 @@ def parse_flags(config: Config, flags: list[str]) -> None:
                               f"--section.key value (e.g. --train.learning-rate 3e-4)")
         name, eq, value = flag[2:].partition("=")
         if not eq:
-            if i + 1 >= len(flags):
-                raise ConfigError(f"flag {flag} needs a value")
+            if i + 1 >= len(flags) or (flags[i + 1].startswith("--") and "." in flags[i + 1]):
+                raise ConfigError(f"flag {flag} needs a value" + (
+                    f" (the next argument, {flags[i + 1]}, is another flag)" if i + 1 < len(flags) else ""))
             value = flags[i + 1]
             i += 1
         section, _, key = name.partition(".")

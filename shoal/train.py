@@ -814,6 +814,18 @@ def eval_rng(seed: int, device):
         yield
 
 
+def default_eval_steps(spec) -> int:
+    """How long an evaluation waits for its episodes: 4 x the env's step
+    limit + 10. An Atari game's limit is in frames (max_num_frames_per_episode,
+    108000: 27000 steps at frameskip 4), where it truncates itself; an env
+    with no limit at all is given 1000 steps."""
+    limit = spec.max_episode_steps
+    frames = spec.env_kwargs.get("max_num_frames_per_episode")
+    if not limit and frames:
+        return -(-int(frames) // int(spec.env_kwargs.get("frameskip", 1))) + 10   # it ends them itself
+    return 4 * (limit or 1000) + 10
+
+
 @torch.no_grad()
 def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: bool = True,
              device="cpu", max_steps: int | None = None, env_kwargs: dict | None = None) -> dict:
@@ -822,15 +834,15 @@ def evaluate(policy: Policy, env: str, episodes: int, seed: int, deterministic: 
     evaluation=True), without the training-only ones such as reward_clip):
     {"mean_return", "mean_length", "returns", "cut_off", "max_steps"}. An
     episode's return sums the rewards of all its env's rows. Episodes still
-    running after max_steps (default 4 x the env's step limit + 10; 4010
-    without one) count the return they have so far, and their number is
-    "cut_off" (mean_length is over the finished ones). Sampled actions come
-    from eval_rng(seed)."""
+    running after max_steps (default_eval_steps: 4 x the env's step limit
+    + 10) count the return they have so far, and their number is "cut_off"
+    (mean_length is over the finished ones). Sampled actions come from
+    eval_rng(seed)."""
     device = torch.device(device)
     with eval_rng(seed, device):
         pool = shoal.make(env, episodes, backend="serial", seed=seed, env_kwargs=env_kwargs or {})
         try:
-            max_steps = max_steps or 4 * (pool.spec.max_episode_steps or 1000) + 10
+            max_steps = max_steps or default_eval_steps(pool.spec)
             discrete = len(pool.action_space.shape) == 1
             obs, _ = pool.reset(seed=seed)
             state = policy.initial_state(pool.num_rows, device)
@@ -1248,6 +1260,8 @@ class Logger:
     def close(self) -> None:
         if self.live is not None:
             self.live.stop()
+            if not self.live.console.is_terminal:
+                self.live.console.line()   # rich leaves a file's or pipe's last line open
         for sink, what in (("tb", "the TensorBoard events"), ("csv_file", "log.csv")):
             if getattr(self, sink) is not None:
                 try:
@@ -1825,6 +1839,10 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
         raise stopped_by
 
     summary.update(progress)
+    # ended by [train] max_train_seconds before its steps or its target: the CLI says so
+    summary["time_capped"] = (not summary["interrupted"] and progress["update"] < num_updates
+                              and progress["solved_seconds"] is None)
+    summary["max_train_seconds"] = tc["max_train_seconds"]
     summary["timers"] = dict(timers.total)
     summary["losses"] = losses
     summary["rank"], summary["world_size"] = dist.rank, dist.world_size

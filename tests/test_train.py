@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import shoal  # noqa: E402
 from shoal import cli, config, train  # noqa: E402
 
 
@@ -46,6 +47,18 @@ def test_evaluation_counts_an_unfinished_episode_by_its_return_so_far():
     np.testing.assert_array_equal(result["returns"], [5.0] * 4)
     assert np.isnan(result["mean_length"])   # of finished episodes: none
     assert result["cut_off"] == 4 and result["max_steps"] == 5   # said, by shoal eval and final_eval.json
+
+
+def test_default_eval_steps_wait_for_an_atari_game_to_end_itself():
+    """An Atari game has no step limit but a frame limit, where it truncates
+    itself: evaluation waits that long (27000 steps at frameskip 4), not the
+    1000-step default's 4010 that cut long games short."""
+    pytest.importorskip("ale_py", reason="Atari envs need the atari extra")
+    assert train.default_eval_steps(shoal.envs.spec("Breakout")) == 27_010
+    assert train.default_eval_steps(shoal.envs.spec("Breakout", frameskip=8,
+                                                    max_num_frames_per_episode=1000)) == 135
+    assert train.default_eval_steps(shoal.envs.spec("CartPole")) == 2010
+
 
 
 @pytest.mark.parametrize("flags", [[], ["--policy.lstm", "true"]])
@@ -141,6 +154,21 @@ def test_checkpoint_save_and_resume(tmp_path, capsys):
                      "--gif", str(gif), "--gif-steps", "20"]) == 0
     out = capsys.readouterr().out
     assert "mean return" in out and gif.exists()
+
+
+def test_a_run_ended_by_its_time_cap_says_so(tmp_path, capsys):
+    """A run that max_train_seconds stops short of its steps (a resume
+    counts the time before it too) says why it trained fewer steps; one that
+    reaches its steps says nothing of the cap."""
+    assert cli.main(["train", "cartpole", "--run-dir", str(tmp_path / "a"), "--train.total-timesteps", "1e9",
+                     "--train.max-train-seconds", "0.5", "--train.target-return", "0",
+                     "--train.dashboard", "none", "--train.tensorboard", "false",
+                     "--train.eval-episodes", "2", "--train.eval-interval", "0"]) == 0
+    assert "stopped by [train] max_train_seconds = 0.5" in capsys.readouterr().out
+    assert cli.main(["train", "cartpole", "--run-dir", str(tmp_path / "b"), "--train.total-timesteps", "1024",
+                     "--train.dashboard", "none", "--train.tensorboard", "false",
+                     "--train.eval-episodes", "2", "--train.eval-interval", "0"]) == 0
+    assert "max_train_seconds" not in capsys.readouterr().out
 
 
 def test_ctrl_c_writes_a_final_checkpoint(tmp_path, monkeypatch):
@@ -301,7 +329,8 @@ def test_dashboard_rich_and_plain_fallback(tmp_path, monkeypatch, capsys):
     assert log.live is not None
     log.log(_row())
     log.close()
-    assert "mean return" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "mean return" in out and out.endswith("\n")   # (a pipe: what follows starts a line of its own)
     # Without rich: plain printed lines, and the CSV all the same.
     monkeypatch.setitem(__import__("sys").modules, "rich.live", None)
     os.makedirs(tmp_path / "p")

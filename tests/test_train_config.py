@@ -99,6 +99,20 @@ def test_bad_value_names_key_value_and_type(flag, value, expected):
 def test_flag_without_value():
     with pytest.raises(config.ConfigError, match="needs a value"):
         config.load("cartpole", ["--train.seed"])
+    # a flag whose value was left out takes no other flag as its value
+    with pytest.raises(config.ConfigError, match=r"--train.learning-rate needs a value \(the next argument, "
+                                                 r"--train.dashboard, is another flag\)"):
+        config.load("cartpole", ["--train.learning-rate", "--train.dashboard", "none"])
+
+
+def test_a_run_dir_under_home_is_the_home_folders(tmp_path, monkeypatch):
+    """~ in [train] run_dir (an ini file, a flag given quoted) is the home
+    folder, not a folder named ~ in the working directory."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ini = tmp_path / "mine.ini"
+    ini.write_text("[train]\nrun_dir = ~/runs\n")
+    assert config.load("cartpole", extra_ini=[str(ini)])["train"]["run_dir"] == str(tmp_path / "runs")
+    assert config.load("cartpole", ["--train.run-dir", "~/x"])["train"]["run_dir"] == str(tmp_path / "x")
 
 
 def test_to_ini_round_trips(tmp_path):
