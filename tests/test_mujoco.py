@@ -329,6 +329,30 @@ def test_a_model_file_rewritten_between_envs_is_loaded_again(tmp_path):
         gymnasium.make("shoal/Hopper-v5", xml_file=str(xml))
 
 
+def test_a_sweep_over_model_files_frees_the_models_it_is_done_with(tmp_path):
+    """Each file of a sweep is its own mjModel (~0.5 MB for Humanoid): once
+    no env holds it, it is freed, but for the last few kept for reuse; an
+    env still open keeps its own."""
+    import gc
+
+    from shoal.envs.mujoco import binding
+    torso = 'name="torso_geom"'
+    kept_xml = _hopper_xml(tmp_path, "kept.xml", **{torso: f'{torso} density="3000"'})
+    kept = gymnasium.make("shoal/Hopper-v5", xml_file=str(kept_xml), reset_noise_scale=0.0)
+    kept.reset(seed=0)
+    gc.collect()
+    before = len(binding._models)
+    for k in range(12):
+        _hopper_after_20_steps(_hopper_xml(tmp_path, **{torso: f'{torso} density="{1000 + k}"'}))
+    gc.collect()
+    assert len(binding._models) <= before + binding.RECENT_FILE_BINDINGS, len(binding._models)
+    kept.reset(seed=0)   # the open env steps its own model still, as a fresh env of its file does
+    for _ in range(20):
+        obs = kept.step(np.full(3, 0.5, np.float32))[0]
+    kept.close()
+    np.testing.assert_array_equal(obs, _hopper_after_20_steps(kept_xml))
+
+
 def test_custom_models_as_gymnasium_takes_them_or_a_clear_error(tmp_path, monkeypatch):
     """xml_file: the action bounds are the model's ctrlrange (gymnasium's
     rule); "~" is the user's home; a model of other sizes, or without a

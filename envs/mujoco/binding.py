@@ -10,12 +10,14 @@ same shoal_block_ops table as any env (ctypes releases the GIL in calls).
 """
 from __future__ import annotations
 
+import collections
 import ctypes
 import hashlib
 import importlib.util
 import os
 import sys
 import warnings
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -56,8 +58,28 @@ def _load_library():
 
 
 _library = None
-_models: dict[tuple, int] = {}        # model_identity(xml_file) -> mjModel* (this process)
+
+
+class LoadedModel:
+    """One mjModel* of this process, freed when the last binding holding
+    it goes (blocks hold their binding, so never under a live env)."""
+
+    def __init__(self, address: int):
+        self.address = address
+        # (not at exit: blocks still being freed then may follow it)
+        weakref.finalize(self, library().shoal_mj_free_model, address).atexit = False
+
+
+# model_identity(xml_file) -> its LoadedModel, while a binding holds it.
+_models: weakref.WeakValueDictionary[tuple, LoadedModel] = weakref.WeakValueDictionary()
+# Bindings of the envs' own models: kept for the process (a few, one per
+# env and keyword arguments). Those of other model files (a sweep may make
+# thousands, ~0.5 MB each for Humanoid) live while a pool, SingleEnv or
+# spec user holds them, and the last few made stay for reuse.
 _bindings: dict[tuple, "MujocoBinding"] = {}
+_file_bindings: weakref.WeakValueDictionary[tuple, "MujocoBinding"] = weakref.WeakValueDictionary()
+_recent_file_bindings: collections.OrderedDict[tuple, "MujocoBinding"] = collections.OrderedDict()
+RECENT_FILE_BINDINGS = 4
 
 
 def library():
@@ -97,31 +119,42 @@ def model_identity(xml_file: str) -> tuple:
     return str(path.resolve()), digest
 
 
-def load_model(xml_file: str, digest: str | None = None) -> int:
-    """The mjModel* of `xml_file` as it is now on disk, in this process
-    (loaded on first request for these file contents); ValueError if
-    `digest` is given and the file's is another (it changed on disk since
-    the env's spec was configured)."""
+def load_model(xml_file: str, digest: str | None = None) -> LoadedModel:
+    """The mjModel of `xml_file` as it is now on disk, in this process
+    (loaded on first request for these file contents, shared while held);
+    ValueError if `digest` is given and the file's is another (it changed
+    on disk since the env's spec was configured)."""
     identity = model_identity(xml_file)
     if digest is not None and identity[1] != digest:
         raise ValueError(f"MuJoCo model {identity[0]} changed on disk since this env was made: make the "
                          f"env (or pool) again to use the new file")
-    if identity not in _models:
+    model = _models.get(identity)
+    if model is None:
         path = identity[0]
         error = ctypes.create_string_buffer(1000)
-        model = library().shoal_mj_load_model(path.encode(), error, len(error))
-        if not model:
+        address = library().shoal_mj_load_model(path.encode(), error, len(error))
+        if not address:
             raise ValueError(f"MuJoCo could not load {path}: {error.value.decode(errors='replace')}")
-        _models[identity] = model
-    return _models[identity]
+        model = _models[identity] = LoadedModel(address)
+    return model
 
 
 def binding_for(spec: EnvSpec) -> "MujocoBinding":
-    """The binding of `spec` (one per env and keyword arguments, per process)."""
+    """The binding of `spec` (one per env and keyword arguments, per process,
+    while in use: see _bindings)."""
     key = (spec.name, tuple(sorted((k, v) for k, v in spec.env_kwargs.items())), spec.asset_digest)
-    if key not in _bindings:
-        _bindings[key] = MujocoBinding(spec)
-    return _bindings[key]
+    if spec.asset_digest is None:
+        if key not in _bindings:
+            _bindings[key] = MujocoBinding(spec)
+        return _bindings[key]
+    binding = _file_bindings.get(key)
+    if binding is None:
+        binding = _file_bindings[key] = MujocoBinding(spec)
+    _recent_file_bindings[key] = binding
+    _recent_file_bindings.move_to_end(key)
+    while len(_recent_file_bindings) > RECENT_FILE_BINDINGS:
+        _recent_file_bindings.popitem(last=False)
+    return binding
 
 
 # Mirrors `mujoco_state` in shoal_mujoco.h: one env's slot of env_states.
@@ -157,7 +190,8 @@ class MujocoBinding:
         if spec.name not in lib.kind_index:
             raise RuntimeError(f"{spec.name} is not in shoal's MuJoCo library (library.c's KINDS)")
         self.kind = lib.kind_index[spec.name]
-        self.model = load_model(spec.env_kwargs["xml_file"], spec.asset_digest)
+        self._loaded_model = load_model(spec.env_kwargs["xml_file"], spec.asset_digest)   # held: see LoadedModel
+        self.model = self._loaded_model.address
         sizes = (ctypes.c_int * 5)()
         timestep = ctypes.c_double()
         ctrlrange = np.zeros((64, 2))
