@@ -331,6 +331,10 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
                 options[key] = -1
         return {"num_envs": pool.num_envs, "batch_size": pool.batch_size, "num_threads": workers,
                 "seed": pool._construction_seed.seed, "max_episode_steps": pool.spec.max_episode_steps,
+                # EnvPool's own entries that code reads: one player per env, no
+                # thread pinning, the gymnasium reset's (obs, info)
+                "max_num_players": pool.spec.agents, "thread_affinity_offset": -1,
+                "gym_reset_return_info": True,
                 **self.config_extra, **options}
 
     def __len__(self) -> int:

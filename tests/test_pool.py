@@ -505,7 +505,8 @@ def test_envpool_compat_make_has_envpools_spaces_and_config_keys():
             assert ours.observation_space == theirs.observation_space, task
             assert ours.action_space == theirs.action_space, task
             assert ours.reset()[0].shape == theirs.reset()[0].shape
-            for key in ("num_envs", "batch_size", "seed", "max_episode_steps"):
+            for key in ("num_envs", "batch_size", "seed", "max_episode_steps", "max_num_players",
+                        "thread_affinity_offset", "gym_reset_return_info"):
                 assert ours.config[key] == theirs.config[key], (task, key)
         theirs.close()
 
