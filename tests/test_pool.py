@@ -361,7 +361,7 @@ def test_envpool_compat_make_takes_envpools_task_ids_and_defaults(no_leaks):
     assert envpool.__version__ == shoal.__version__   # logged by EnvPool code: says which library ran
     with envpool.make_gymnasium("CartPole-v1", num_envs=4, batch_size=2, num_threads=2) as envs:
         assert envs.config == {"num_envs": 4, "batch_size": 2, "num_threads": 2, "seed": 42,
-                               "max_episode_steps": 500, "reward_threshold": 475.0}
+                               "max_episode_steps": 500, "reward_threshold": 475.0, **ENVPOOL_FIXED_CONFIG}
         assert envs.is_async and envs.action_space == gymnasium.spaces.Discrete(2)
         obs, info = envs.reset()   # async, as EnvPool's: every env resets, the first batch comes back
         assert obs.shape == (2, 4) and info["env_id"].tolist() == [0, 1]
@@ -493,6 +493,10 @@ def test_envpool_compat_is_a_gymnasium_env_and_vector_env_for_wrappers(no_leaks)
     pool.close()
 
 
+# EnvPool's config entries that are the same for every shoal pool
+ENVPOOL_FIXED_CONFIG = {"max_num_players": 1, "thread_affinity_offset": -1, "gym_reset_return_info": True}
+
+
 def test_envpool_compat_make_has_envpools_spaces_and_config_keys():
     """Side by side with EnvPool itself (where installed): the same one-env
     spaces and obs shapes, and config names EnvPool's pool settings alike."""
@@ -612,7 +616,7 @@ def test_envpool_compat_returns_arrays_of_the_callers_own(no_leaks):
     with EnvPoolCompat(shoal.make("CartPole", 4, num_workers=2, batch_size=2, seed=5,
                                   max_episode_steps=100)) as envs:
         assert envs.config == {"num_envs": 4, "batch_size": 2, "num_threads": 2, "seed": 5,
-                               "max_episode_steps": 100}
+                               "max_episode_steps": 100, **ENVPOOL_FIXED_CONFIG}
 
 
 def _copied(result):
