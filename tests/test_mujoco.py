@@ -329,6 +329,28 @@ def test_a_model_file_rewritten_between_envs_is_loaded_again(tmp_path):
         gymnasium.make("shoal/Hopper-v5", xml_file=str(xml))
 
 
+def test_a_rewritten_included_file_is_loaded_again(tmp_path):
+    """A model whose bodies are in a file it <include>s: a sweep that
+    rewrites that file (not the main one) gets the new model, as gymnasium's
+    env does, not the one cached for the unchanged main file."""
+    torso = 'name="torso_geom"'
+    main = tmp_path / "main.xml"
+    main.write_text('<mujoco model="hopper"><include file="hopper.xml"/></mujoco>')
+    _hopper_xml(tmp_path, **{torso: f'{torso} density="1000"'})
+    light = _hopper_after_20_steps(main)
+    _hopper_xml(tmp_path, **{torso: f'{torso} density="20000"'})
+    heavy = _hopper_after_20_steps(main)
+    reference = gymnasium.make("Hopper-v5", xml_file=str(main), reset_noise_scale=0.0)
+    reference.reset(seed=0)
+    for _ in range(20):
+        expected = reference.step(np.full(3, 0.5, np.float32))[0]
+    reference.close()
+    assert not np.allclose(light, heavy)
+    np.testing.assert_allclose(heavy, expected, rtol=1e-6, atol=1e-9)
+    from shoal.envs.mujoco.binding import model_files
+    assert model_files(main) == [main, tmp_path / "hopper.xml"]
+
+
 def test_a_sweep_over_model_files_frees_the_models_it_is_done_with(tmp_path):
     """Each file of a sweep is its own mjModel (~0.5 MB for Humanoid): once
     no env holds it, it is freed, but for the last few kept for reuse; an

@@ -106,17 +106,62 @@ def model_path(xml_file: str) -> Path:
 
 
 def model_identity(xml_file: str) -> tuple:
-    """(absolute path, digest of the file's bytes): what a loaded model is
-    cached under, so that a file rewritten between pools (a mass sweep, a
-    generated model) is loaded again, as gymnasium's envs load theirs each
-    time. Files the model includes (meshes, <include>) are not digested."""
+    """(absolute path, digest of the model's files): what a loaded model is
+    cached under, so that a model rewritten between pools (a mass sweep, a
+    generated model; its own file or one it includes, a mesh it reads) is
+    loaded again, as gymnasium's envs load theirs each time."""
     path = model_path(xml_file)
-    try:
-        with open(path, "rb") as f:
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"MuJoCo model {path} not found") from None
-    return str(path.resolve()), digest
+    if not path.is_file():
+        raise FileNotFoundError(f"MuJoCo model {path} not found")
+    digest = hashlib.sha256()
+    for file in model_files(path):
+        digest.update(f"{file.relative_to(path.parent) if file.is_relative_to(path.parent) else file}\0".encode())
+        with open(file, "rb") as f:
+            digest.update(hashlib.file_digest(f, "sha256").digest())
+    return str(path.resolve()), digest.hexdigest()
+
+
+# The MJCF elements that read files, and the <compiler> folder each is under.
+_FILE_ELEMENTS = {"mesh": "meshdir", "skin": "meshdir", "hfield": "assetdir", "texture": "texturedir",
+                  "model": "assetdir"}
+
+
+def model_files(path: Path) -> list[Path]:
+    """The MJCF file `path` and the files it reads that exist: those it
+    <include>s (and theirs), meshes, height fields, textures and skins,
+    found as MuJoCo finds them (relative to the model's folder and the
+    <compiler>'s meshdir / texturedir / assetdir). A file that cannot be
+    parsed is itself only: MuJoCo's load then says what is wrong."""
+    import xml.etree.ElementTree as ElementTree
+
+    root_dir, files, folders = path.parent, [path], {}
+    pending = [path]
+    while pending:
+        try:
+            tree = ElementTree.parse(pending.pop())
+        except (ElementTree.ParseError, OSError):
+            continue
+        for element in tree.iter():
+            if element.tag == "compiler":
+                for key in ("meshdir", "texturedir", "assetdir"):
+                    if key in element.attrib:
+                        folders[key] = element.attrib[key]
+        for element in tree.iter():
+            for attribute, value in element.attrib.items():
+                if not attribute.startswith("file"):
+                    continue
+                if element.tag == "include":
+                    candidates = [root_dir / value]
+                else:
+                    folder = folders.get(_FILE_ELEMENTS.get(element.tag, ""), folders.get("assetdir"))
+                    candidates = [root_dir / folder / value] if folder else []
+                    candidates.append(root_dir / value)
+                found = next((c for c in candidates if c.is_file()), None)
+                if found is not None and found not in files:
+                    files.append(found)
+                    if element.tag == "include":
+                        pending.append(found)
+    return files
 
 
 def load_model(xml_file: str, digest: str | None = None) -> LoadedModel:
