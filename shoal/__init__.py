@@ -116,6 +116,10 @@ def make(env: str, num_envs: int = 1, backend: str = "multiprocessing", **kwargs
         raise ValueError(f"unknown backend {backend!r}; expected one of {sorted(backends)}")
     explicit = kwargs.pop("env_kwargs", None) or {}
     pool_kwargs, env_kwargs = split_env_kwargs(kwargs)
+    if backend == "serial":
+        for key in ("context", "parent_share"):   # given as None, their default: nothing asked
+            if key in pool_kwargs and pool_kwargs[key] is None:
+                del pool_kwargs[key]
     processes_only = sorted({"context", "parent_share"} & set(pool_kwargs))
     if backend == "serial" and processes_only:
         raise ValueError(f"{', '.join(processes_only)}: options of backend='multiprocessing' "

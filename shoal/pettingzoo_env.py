@@ -24,9 +24,9 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 try:
     from pettingzoo import ParallelEnv
-except ImportError as e:
-    raise ImportError('shoal.pettingzoo_env needs PettingZoo: pip install "shoal[pettingzoo]" '
-                      '(or pip install pettingzoo)') from e
+except ModuleNotFoundError as e:   # (still one: pytest.importorskip and `except ModuleNotFoundError` see it)
+    raise ModuleNotFoundError('shoal.pettingzoo_env needs PettingZoo: pip install "shoal[pettingzoo]" '
+                              '(or pip install pettingzoo)', name=e.name) from e
 
 from shoal.envs import spec as env_spec
 from shoal.pool import render

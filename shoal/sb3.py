@@ -41,9 +41,10 @@ import numpy as np
 
 try:
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv
-except ImportError as e:  # pragma: no cover - the message is the point
-    raise ImportError('shoal.sb3 needs Stable-Baselines3: pip install "shoal[sb3]" '
-                      '(or pip install stable-baselines3)') from e
+except ModuleNotFoundError as e:  # pragma: no cover - the message is the point
+    # (a ModuleNotFoundError still: pytest.importorskip and `except ModuleNotFoundError` see it)
+    raise ModuleNotFoundError('shoal.sb3 needs Stable-Baselines3: pip install "shoal[sb3]" '
+                              '(or pip install stable-baselines3)', name=e.name) from e
 
 import shoal
 from shoal.pool import render

@@ -97,7 +97,11 @@ def test_a_gymnasium_older_than_1_1_is_named_at_import():
                                                     ("shoal.sb3", "stable_baselines3", "sb3")])
 def test_a_missing_extra_is_named(module, library, extra):
     """Without the optional library, importing its front end says which
-    extra to install (pettingzoo's once gave a bare ModuleNotFoundError)."""
-    code = f"import sys\nsys.modules[{library!r}] = None\nimport {module}\n"
+    extra to install (pettingzoo's once gave a bare ModuleNotFoundError),
+    as a ModuleNotFoundError still, so that pytest.importorskip skips."""
+    code = (f"import sys, pytest\nsys.modules[{library!r}] = None\n"
+            f"try:\n    pytest.importorskip({module!r})\nexcept pytest.skip.Exception as e:\n"
+            f"    print('skipped:', e)\nimport {module}\n")
     p = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and f'pip install "shoal[{extra}]"' in p.stderr, p.stderr
+    assert "ModuleNotFoundError: " in p.stderr and "skipped:" in p.stdout, (p.stdout, p.stderr)

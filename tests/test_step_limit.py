@@ -12,7 +12,6 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 import shoal
-from shoal.cuda import CudaVecEnv
 from tests.helpers import assert_same
 
 
@@ -141,7 +140,8 @@ def test_multiprocessing_and_cuda_cpu_face_apply_the_limit():
     """The limit is in the shared buffer every worker and the parent's
     share read, and in CudaVecEnv's episodes (device="cpu" here; the GPU
     test is in test_cuda_backend.py)."""
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="the CUDA backend's CPU face needs torch")
+    from shoal.cuda import CudaVecEnv
     pool = shoal.make("CartPole", 8, num_workers=2, max_episode_steps=5)
     cuda_face = CudaVecEnv("CartPole", 8, device="cpu", seed=0, env_kwargs={"max_episode_steps": 5})
     try:
