@@ -17,7 +17,10 @@ with s + i at the next reset (multi-agent envs: SB3 seeds rows, and env i
 takes its first row's seed, s + i * agents; `ShoalVecEnv(..., seed=s)`
 gives env i s + i, as `shoal.make`). Library-backed envs (MuJoCo, Atari) also put
 their own step info in `infos[i]` ("reward_forward", "lives", ...), on the
-step that ends an episode that episode's last. The envs step in shoal's worker processes
+step that ends an episode that episode's last; Atari envs also report each
+whole game as SB3's Monitor under AtariWrapper does (infos[i]["episode"] at
+game over, the real score), so do not wrap them in VecMonitor, which would
+count lives. The envs step in shoal's worker processes
 (any `shoal.make` argument: `num_workers`, `backend`, ...), straight into
 shared memory.
 
@@ -35,6 +38,7 @@ imports it.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -50,6 +54,7 @@ import shoal
 from shoal.pool import render
 from shoal.pool.contract import POOL_OWN_INFO_KEYS
 from shoal.registration import sub_env_spec
+from shoal.single import ATARI_BINDING
 
 
 def sb3_dones_and_infos(terminated, truncated, info: dict) -> tuple[np.ndarray, list[dict[str, Any]]]:
@@ -114,6 +119,11 @@ def _env_value(values, i: int):
     if isinstance(value, np.ndarray):   # a row of a per-env array (Humanoid's tendon lengths)
         return value.copy()
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _fps(metadata: dict) -> dict:
+    """{"render_fps": ...} of a metadata dict that has it, else {}."""
+    return {"render_fps": metadata["render_fps"]} if "render_fps" in metadata else {}
 
 
 def _same_value(a, b) -> bool:
@@ -235,6 +245,16 @@ class ShoalVecEnv(_SameStepVecEnv):
         self.spec = sub_env_spec(self.env_spec)  # gymnasium's, as SB3's wrappers expect
         super().__init__(self.pool.num_rows, self.pool.single_observation_space,
                          self.pool.single_action_space)
+        # a sub-env's frame rate (VecVideoRecorder reads render_fps here; SB3 sets render_modes)
+        self.metadata = {**self.metadata, **_fps(render.env_metadata(self.env_spec))}
+        # Atari: whole games, as SB3's Monitor under AtariWrapper sees them (the
+        # pool's episodes are lives with episodic_life, and rewards may be clipped):
+        # each env's real score and steps so far; the games that ended this step.
+        self._games = self.env_spec.binding == ATARI_BINDING
+        self._game_scores = np.zeros(self.pool.num_envs)
+        self._game_lengths = np.zeros(self.pool.num_envs, dtype=np.int64)
+        self._ended_games: dict[int, dict] = {}
+        self._started = time.time()
 
     copy_obs = True  # the pool's obs are views of its shared buffer, rewritten next step
 
@@ -245,15 +265,54 @@ class ShoalVecEnv(_SameStepVecEnv):
             seed = [seeds[i * self.env_spec.agents] for i in range(self.pool.num_envs)]
         else:
             seed = None
+        self._game_scores[:] = 0.0   # a reset starts new games
+        self._game_lengths[:] = 0
         return self.pool.reset(seed=seed, options=options)   # options gymnasium would honour and shoal cannot are refused
 
     def _step_vector(self, actions: np.ndarray) -> tuple:
         obs, rewards, terminated, truncated, info = self.pool.step(actions)
+        if self._games:
+            self._count_games(info, truncated)
         for key in set(info) - self._info_keys - {"final_obs", "_final_obs", "final_info"}:
             del info[key]
         if "final_info" in info:
             info["final_info"] = {k: v for k, v in info["final_info"].items() if k in self._info_keys}
         return obs, rewards, terminated, truncated, info
+
+    def _count_games(self, info: dict, truncated: np.ndarray) -> None:
+        """Atari: add each env's step to its game (EnvPool's info keys: the
+        unclipped "reward", "terminated" at game over), and keep the games
+        that ended as SB3's Monitor reports them ({"r", "l", "t"})."""
+        reward, game_over = info["reward"], info["terminated"]
+        finished = info.get("_final_obs")
+        if finished is not None and finished.any():   # an ended episode's step is final_info's
+            reward = np.where(finished, info["final_info"]["reward"], reward)
+            game_over = np.where(finished, info["final_info"]["terminated"], game_over)
+        self._game_scores += reward
+        self._game_lengths += 1
+        self._ended_games = {}
+        for i in np.flatnonzero((game_over != 0) | truncated).tolist():   # over, or cut at the frame limit
+            self._ended_games[i] = {"r": float(self._game_scores[i]), "l": int(self._game_lengths[i]),
+                                    "t": round(time.time() - self._started, 6)}
+            self._game_scores[i] = 0.0
+            self._game_lengths[i] = 0
+
+    def step_wait(self):
+        """As the base class's; an Atari game's end also puts SB3's Monitor
+        "episode" info ({"r": its real score, "l": its steps, "t"}) in the
+        env's infos, which SB3's loggers and evaluate_policy read."""
+        obs, rewards, dones, infos = super().step_wait()
+        for i, episode in self._ended_games.items():
+            infos[i]["episode"] = episode
+        self._ended_games = {}
+        return obs, rewards, dones, infos
+
+    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
+        """Atari envs count as wrapped in SB3's Monitor (their infos carry its
+        whole-game "episode"), so evaluate_policy scores games, not lives."""
+        from stable_baselines3.common.monitor import Monitor
+        wrapped = self._games and issubclass(wrapper_class, Monitor)
+        return [wrapped] * len(self._get_indices(indices))
 
     def close(self) -> None:
         self.pool.close()
@@ -316,6 +375,7 @@ class VectorEnvAdapter(_SameStepVecEnv):
         self.vector_env = vector_env
         super().__init__(vector_env.num_envs, vector_env.single_observation_space,
                          vector_env.single_action_space)
+        self.metadata = {**self.metadata, **_fps(vector_env.metadata)}   # for VecVideoRecorder
 
     def _reset_vector(self, seeds: list, options: dict | None):
         return self.vector_env.reset(seed=seeds if any(s is not None for s in seeds) else None,

@@ -142,6 +142,7 @@ def test_render_frames_for_sb3s_render_and_video_recorder():
         env.reset()
         frames = env.get_images()
         assert env.render_mode == "rgb_array" and len(frames) == 2 and frames[0].shape == (400, 600, 3)
+        assert env.metadata["render_fps"] == 50   # VecVideoRecorder's video speed: gymnasium CartPole's
         assert not np.array_equal(frames[0], frames[1])
         tiled = env.render()   # SB3 tiles the frames into one image
         assert tiled.shape[2] == 3 and tiled.size == 2 * frames[0].size
@@ -156,6 +157,38 @@ def test_render_frames_for_sb3s_render_and_video_recorder():
         assert [f.shape for f in adapter.get_images()] == [(400, 600, 3)] * 2
     finally:
         adapter.close()
+
+
+def test_atari_reports_whole_games_as_sb3s_monitor_under_atariwrapper():
+    """With episodic_life (an episode per life), SB3 sees whole games as its
+    Monitor under AtariWrapper reports them: infos[i]["episode"] at game over
+    only, with the game's real score and steps; evaluate_policy then scores
+    games (env_is_wrapped(Monitor)), and the loggers read the same key."""
+    pytest.importorskip("ale_py", reason="Atari envs need the atari extra")
+    from stable_baselines3.common.monitor import Monitor
+    env = ShoalVecEnv("Breakout", 2, episodic_life=True, use_fire_reset=True, seed=0, backend="serial")
+    try:
+        assert env.env_is_wrapped(Monitor) == [True, True] and env.metadata["render_fps"] == 15
+        env.reset()
+        rng = np.random.default_rng(0)
+        score, steps, lives_ended, games = np.zeros(2), np.zeros(2, int), np.zeros(2, int), []
+        for _ in range(1500):
+            _, rewards, dones, infos = env.step(rng.integers(0, 4, 2))
+            score += rewards   # unclipped: reward_clip is off
+            steps += 1
+            lives_ended += dones
+            for i in range(2):
+                if "episode" in infos[i]:
+                    assert dones[i] and infos[i]["lives"] == 0 and lives_ended[i] == 5
+                    assert infos[i]["episode"]["r"] == score[i] and infos[i]["episode"]["l"] == steps[i]
+                    games.append(infos[i]["episode"])
+                    score[i], steps[i], lives_ended[i] = 0, 0, 0
+        assert len(games) >= 4, games
+    finally:
+        env.close()
+    cartpole = ShoalVecEnv("CartPole", 1, backend="serial")
+    assert cartpole.env_is_wrapped(Monitor) == [False]   # its episodes are VecMonitor's
+    cartpole.close()
 
 
 def test_vector_env_adapter_over_the_python_pool_equals_dummy_vec_env():
