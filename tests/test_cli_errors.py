@@ -270,6 +270,7 @@ def test_options_may_come_before_the_env(tmp_path, monkeypatch, capsys):
     extra.write_text("[train]\nseed = 7\n")
     assert cli.main(["train", "--config", str(extra), "--help"]) == 0
     assert "usage: shoal train ENV" in capsys.readouterr().out
+    pytest.importorskip("torch", reason="the training run below needs torch")
     monkeypatch.chdir(tmp_path)   # --run-dir corridor: a folder here named like the env
     assert cli.main(["train", "--config", str(extra), "--run-dir", "corridor", "corridor", *TINY]) == 0
     saved = configparser.ConfigParser()
