@@ -47,8 +47,8 @@ try:
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 except ModuleNotFoundError as e:  # pragma: no cover - the message is the point
     # (a ModuleNotFoundError still: pytest.importorskip and `except ModuleNotFoundError` see it)
-    raise ModuleNotFoundError('shoal.sb3 needs Stable-Baselines3: pip install "shoal[sb3]" '
-                              '(or pip install stable-baselines3)', name=e.name) from e
+    raise ModuleNotFoundError(f'shoal.sb3 needs Stable-Baselines3 ({e}): pip install "shoal[sb3]" '
+                              f'(or pip install stable-baselines3; it needs torch)', name=e.name) from e
 
 import shoal
 from shoal.pool import render
