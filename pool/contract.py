@@ -210,3 +210,12 @@ def episode_stats_since(episodes: np.ndarray, seen: np.ndarray, envs: np.ndarray
     return {"episodes": count,
             "mean_return": ret / count if count else nan,
             "mean_length": length / count if count else nan}
+
+
+def has_game_keys(spec) -> bool:
+    """Whether an env's step info has EnvPool's game keys, the unclipped
+    "reward" and "terminated" at game over: an Atari env whose episodes are
+    lives or whose rewards are clipped, so that a logger (CleanRL's over
+    EnvPool) can sum whole games' real scores. Other envs' info is gymnasium's."""
+    return spec.binding == "shoal.envs.atari.binding" and any(
+        spec.env_kwargs.get(key) for key in ("episodic_life", "terminal_on_life_loss", "reward_clip"))

@@ -52,7 +52,7 @@ except ModuleNotFoundError as e:  # pragma: no cover - the message is the point
 
 import shoal
 from shoal.pool import render
-from shoal.pool.contract import POOL_OWN_INFO_KEYS
+from shoal.pool.contract import POOL_OWN_INFO_KEYS, has_game_keys
 from shoal.registration import sub_env_spec
 from shoal.single import ATARI_BINDING
 
@@ -241,6 +241,8 @@ class ShoalVecEnv(_SameStepVecEnv):
         binding = self.env_spec.load_binding()
         info_of = getattr(binding, "info", None)
         self._info_keys = set(info_of(self.pool.env_states)) if info_of is not None else set()
+        if has_game_keys(self.env_spec):
+            self._info_keys |= {"reward", "terminated"}
         self._reset_info_keys = frozenset(getattr(binding, "RESET_INFO_KEYS", ()))
         self.spec = sub_env_spec(self.env_spec)  # gymnasium's, as SB3's wrappers expect
         super().__init__(self.pool.num_rows, self.pool.single_observation_space,

@@ -17,7 +17,7 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.envs import spec as env_spec
 from shoal.pool import render
-from shoal.pool.contract import POOL_OWN_INFO_KEYS, check_reset_options
+from shoal.pool.contract import POOL_OWN_INFO_KEYS, check_reset_options, has_game_keys
 from shoal.pool.native import PoolClosedError, Serial
 
 MUJOCO_BINDING = "shoal.envs.mujoco.binding"
@@ -117,6 +117,7 @@ class SingleEnv(gymnasium.Env):
         self._binding = spec.load_binding()
         self._info_of = getattr(self._binding, "info", None)
         self._info_dtypes = getattr(self._binding, "GYMNASIUM_INFO_DTYPES", {})
+        self._game_keys = has_game_keys(spec)
         if spec.binding == ATARI_BINDING:
             # ale-py's AtariEnv attribute, which gymnasium's AtariPreprocessing
             # checks first: with it, wrapping a shoal id stops at `ale`, whose
@@ -198,12 +199,15 @@ class SingleEnv(gymnasium.Env):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
         self._action[0] = action
         try:
-            obs, rewards, terminals, truncations, _ = self._pool.step(self._action)
+            obs, rewards, terminals, truncations, pool_info = self._pool.step(self._action)
         except PoolClosedError:
             self._check_open("step()")   # this env's words, not its pool's
             raise
         info = ({} if self._info_of is None
                 else one_env_info(self._info_of(self._pool.env_states), self._info_dtypes))
+        if self._game_keys:
+            info["reward"] = float(pool_info["reward"][0])
+            info["terminated"] = int(pool_info["terminated"][0])
         terminated = bool(terminals[0])
         if terminated and self._warns_after_termination:
             if self._steps_beyond_terminated is None:

@@ -260,7 +260,9 @@ def test_pool_info_has_envpools_unclipped_reward_and_game_over():
     """A pool's step info adds EnvPool's "reward" (before reward_clip) and
     "terminated" (the game is over: with episodic_life, the last life lost,
     not every lost life), so whole games' real scores can be summed; the
-    gymnasium views (SingleEnv, make_vec, SB3) keep gymnasium's keys."""
+    gymnasium views (SingleEnv, make_vec, SB3) keep gymnasium's keys, but
+    for an env whose episodes are lives or whose rewards are clipped (a game
+    score is then in no other key), where they have the two game keys too."""
     kwargs = dict(episodic_life=True, use_fire_reset=True, repeat_action_probability=0.0)
     actions = np.random.default_rng(0).integers(0, 4, (1000, 2)).astype(np.int32)
     with Serial("Breakout", 2, seed=0, env_kwargs=dict(reward_clip=True, **kwargs)) as clipped, \
@@ -282,7 +284,27 @@ def test_pool_info_has_envpools_unclipped_reward_and_game_over():
     for info in (single.reset(seed=0)[1], single.step(0)[4]):   # ints, as ale-py's AtariEnv gives
         assert set(info) == gym_keys and all(type(v) is int for v in info.values()), info
     single.close()
+    # lives as episodes, clipped rewards: a CleanRL-style logger sums the real
+    # score from "reward" up to "terminated", as over EnvPool
+    single = gymnasium.make("shoal/Breakout-v5", reward_clip=True, **kwargs)
+    single.reset(seed=0)
+    score, scores, episodes = 0.0, [], 0
+    for a in actions[:, 0]:
+        _, rew, term, trunc, info = single.step(a)
+        assert set(info) == gym_keys | {"reward", "terminated"} and rew == np.sign(info["reward"])
+        score += info["reward"]
+        if info["terminated"]:
+            assert term and info["lives"] == 0
+            scores.append(score)
+            score = 0.0
+        if term or trunc:
+            episodes += 1
+            single.reset()
+    single.close()
+    assert len(scores) >= 1 and episodes >= 5 * len(scores), (scores, episodes)
     pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
     from shoal.sb3 import ShoalVecEnv
     venv = ShoalVecEnv("Breakout", 2, backend="serial")
     try:
@@ -291,6 +313,22 @@ def test_pool_info_has_envpools_unclipped_reward_and_game_over():
                                                               "episode_frame_number", "frame_number"}
     finally:
         venv.close()
+    # and SB3's two routes give the same infos with the game keys
+    ours = ShoalVecEnv("Breakout", 2, backend="serial", reward_clip=True, **kwargs)
+    ref = DummyVecEnv([lambda: gymnasium.make("shoal/Breakout-v5", reward_clip=True, **kwargs)] * 2)
+
+    def step_keys(infos):   # (terminal_observation: arrays; episode: ShoalVecEnv's Monitor-style games)
+        return [{k: v for k, v in i.items() if k not in ("terminal_observation", "episode")} for i in infos]
+    try:
+        ours.seed(3)
+        ref.seed(3)
+        ours.reset()
+        ref.reset()
+        for a in actions[:300]:
+            assert step_keys(ours.step(a)[3]) == step_keys(ref.step(a)[3])
+    finally:
+        ours.close()
+        ref.close()
 
 
 def test_with_terminal_on_life_loss_a_lost_life_ends_the_game_in_the_info():

@@ -499,6 +499,8 @@ def test_unsupported_arguments_are_rejected(no_leaks):
     ("shoal/Humanoid-v5", "mujoco", 50, {"max_episode_steps": 15}),           # array infos: tendons
     ("shoal/Pong-v5", "ale_py", 70, {"max_num_frames_per_episode": 120}),    # truncated every ~30 steps
     ("shoal/Pong-v5", "ale_py", 40, {"max_episode_steps": 12}),               # a TimeLimit in Sync
+    ("shoal/Breakout-v5", "ale_py", 150, {"episodic_life": True, "reward_clip": True,   # the game keys
+                                          "use_fire_reset": True}),                      # (lives: episodes)
 ])
 def test_library_env_step_infos_equal_syncs(mode, env_id, library, steps, kwargs):
     """Library-backed envs' step info (MuJoCo's reward terms, Atari's lives
