@@ -309,22 +309,30 @@ def _hopper_after_20_steps(xml_file) -> np.ndarray:
     return obs
 
 
-def test_a_model_file_rewritten_between_envs_is_loaded_again(tmp_path):
-    """A mass sweep rewrites one xml_file between envs: each env steps the
-    file as it is when the env is made (the models were cached by path, so
-    the second env silently stepped the first file), as gymnasium's does."""
+def _sweep_steps_the_new_file(tmp_path, model) -> None:
+    """Hopper's torso density rewritten in tmp_path/hopper.xml from 1000 to
+    20000 between two shoal envs of `model` (that file, or one including
+    it): the second steps the new model, as gymnasium's Hopper-v5 does."""
     torso = 'name="torso_geom"'
-    xml = _hopper_xml(tmp_path, **{torso: f'{torso} density="1000"'})
-    light = _hopper_after_20_steps(xml)
+    _hopper_xml(tmp_path, **{torso: f'{torso} density="1000"'})
+    light = _hopper_after_20_steps(model)
     _hopper_xml(tmp_path, **{torso: f'{torso} density="20000"'})
-    heavy = _hopper_after_20_steps(xml)
-    reference = gymnasium.make("Hopper-v5", xml_file=str(xml), reset_noise_scale=0.0)
+    heavy = _hopper_after_20_steps(model)
+    reference = gymnasium.make("Hopper-v5", xml_file=str(model), reset_noise_scale=0.0)
     reference.reset(seed=0)
     for _ in range(20):
         expected = reference.step(np.full(3, 0.5, np.float32))[0]
     reference.close()
     assert not np.allclose(light, heavy)
     np.testing.assert_allclose(heavy, expected, rtol=1e-6, atol=1e-9)
+
+
+def test_a_model_file_rewritten_between_envs_is_loaded_again(tmp_path):
+    """A mass sweep rewrites one xml_file between envs: each env steps the
+    file as it is when the env is made (the models were cached by path, so
+    the second env silently stepped the first file), as gymnasium's does."""
+    xml = tmp_path / "hopper.xml"
+    _sweep_steps_the_new_file(tmp_path, xml)
     xml.write_text("<mujoco")   # now unreadable: an error, not the cached model
     with pytest.raises(ValueError, match="could not load"):
         gymnasium.make("shoal/Hopper-v5", xml_file=str(xml))
@@ -334,20 +342,9 @@ def test_a_rewritten_included_file_is_loaded_again(tmp_path):
     """A model whose bodies are in a file it <include>s: a sweep that
     rewrites that file (not the main one) gets the new model, as gymnasium's
     env does, not the one cached for the unchanged main file."""
-    torso = 'name="torso_geom"'
     main = tmp_path / "main.xml"
     main.write_text('<mujoco model="hopper"><include file="hopper.xml"/></mujoco>')
-    _hopper_xml(tmp_path, **{torso: f'{torso} density="1000"'})
-    light = _hopper_after_20_steps(main)
-    _hopper_xml(tmp_path, **{torso: f'{torso} density="20000"'})
-    heavy = _hopper_after_20_steps(main)
-    reference = gymnasium.make("Hopper-v5", xml_file=str(main), reset_noise_scale=0.0)
-    reference.reset(seed=0)
-    for _ in range(20):
-        expected = reference.step(np.full(3, 0.5, np.float32))[0]
-    reference.close()
-    assert not np.allclose(light, heavy)
-    np.testing.assert_allclose(heavy, expected, rtol=1e-6, atol=1e-9)
+    _sweep_steps_the_new_file(tmp_path, main)
     from shoal.envs.mujoco.binding import model_files
     assert model_files(main) == [main, tmp_path / "hopper.xml"]
 
