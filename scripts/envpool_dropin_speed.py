@@ -26,6 +26,11 @@ def random_actions(space, rows: int, rng) -> np.ndarray:
 
 
 def main() -> None:
+    if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+        print(__doc__)
+        sys.exit(0)
+    if len(sys.argv) < 4:
+        sys.exit(f"needs TASK NUM_ENVS BATCH_SIZE [ROUNDS]\n{__doc__}")
     task, num_envs, batch_size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 5
     libraries = {"envpool": envpool, "shoal": compat}

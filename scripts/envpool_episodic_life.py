@@ -18,7 +18,8 @@ import numpy as np
 import shoal
 
 if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
-    sys.exit(__doc__)
+    print(__doc__)
+    sys.exit(0)
 game = sys.argv[1] if len(sys.argv) > 1 else "Breakout"
 limit = int(sys.argv[2]) if len(sys.argv) > 2 else 27000
 steps = int(sys.argv[3]) if len(sys.argv) > 3 else 3000

@@ -44,4 +44,7 @@ def main(count: int) -> None:
 
 
 if __name__ == "__main__":
+    if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+        print(__doc__)
+        sys.exit(0)
     main(int(sys.argv[1]) if len(sys.argv) > 1 else 300)

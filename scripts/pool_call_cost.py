@@ -13,6 +13,9 @@ import numpy as np
 
 import shoal
 
+if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+    print(__doc__)
+    sys.exit(0)
 backend = sys.argv[1] if len(sys.argv) > 1 else "serial"
 pool = shoal.make("CartPole", 16, backend=backend, num_workers=1 if backend != "serial" else None, seed=0)
 pool.reset()

@@ -80,6 +80,9 @@ def soak(name: str, seconds: float) -> None:
 
 
 def main() -> None:
+    if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+        print(__doc__)
+        sys.exit(0)
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 60.0
     for name in sys.argv[2:] or DEFAULT_ENVS:
         soak(name, seconds)
