@@ -212,10 +212,52 @@ def episode_stats_since(episodes: np.ndarray, seen: np.ndarray, envs: np.ndarray
             "mean_length": length / count if count else nan}
 
 
-def has_game_keys(spec) -> bool:
-    """Whether an env's step info has EnvPool's game keys, the unclipped
-    "reward" and "terminated" at game over: an Atari env whose episodes are
-    lives or whose rewards are clipped, so that a logger (CleanRL's over
-    EnvPool) can sum whole games' real scores. Other envs' info is gymnasium's."""
-    return spec.binding == "shoal.envs.atari.binding" and any(
-        spec.env_kwargs.get(key) for key in ("episodic_life", "terminal_on_life_loss", "reward_clip"))
+ATARI_BINDING = "shoal.envs.atari.binding"
+# EnvPool's game keys of an Atari pool's step info: the unclipped reward,
+# and 1 when the game is over (with episodic_life, not at every lost life).
+GAME_INFO_KEYS = frozenset({"reward", "terminated"})
+
+
+def game_info_keys(spec) -> frozenset:
+    """The game keys the gymnasium views (SingleEnv, NativeVectorEnv,
+    ShoalVecEnv) add to an env's step info: GAME_INFO_KEYS for an Atari env
+    whose episodes are lives or whose rewards are clipped, so that a logger
+    (CleanRL's over EnvPool) can sum whole games' real scores; none else
+    (the info is then gymnasium's)."""
+    if spec.binding == ATARI_BINDING and any(
+            spec.env_kwargs.get(key) for key in ("episodic_life", "terminal_on_life_loss", "reward_clip")):
+        return GAME_INFO_KEYS
+    return frozenset()
+
+
+class GameScores:
+    """Whole Atari games, summed from a pool's step infos (GAME_INFO_KEYS):
+    each env's real score and steps so far in its game. The training
+    episodes may be lives with clipped rewards; these are the games."""
+
+    def __init__(self, num_envs: int):
+        self.scores = np.zeros(num_envs)
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def add(self, info: dict, truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Count the step of the envs info["env_id"] names (truncated: their
+        flags); (env ids whose game ended, over or cut at the frame limit,
+        their scores, their lengths), those envs' next games started. In
+        SAME_STEP an ended episode's step is final_info's (info holds its reset)."""
+        envs, reward, game_over = info["env_id"], info["reward"], info["terminated"]
+        finished = info.get("_final_obs")
+        if finished is not None and finished.any():
+            reward = np.where(finished, info["final_info"]["reward"], reward)
+            game_over = np.where(finished, info["final_info"]["terminated"], game_over)
+        self.scores[envs] += reward
+        self.lengths[envs] += 1
+        ended = envs[(game_over != 0) | truncated]
+        scores, lengths = self.scores[ended], self.lengths[ended]   # (copies: fancy indexing)
+        self.scores[ended] = 0.0
+        self.lengths[ended] = 0
+        return ended, scores, lengths
+
+    def restart(self) -> None:
+        """Every env starts a new game (a reset of the whole pool)."""
+        self.scores[:] = 0.0
+        self.lengths[:] = 0

@@ -44,7 +44,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from shoal.pool.gym_compat import validate_reset_mask
 from shoal.pool import render
-from shoal.pool.contract import check_reset_options, construction_seed, has_game_keys
+from shoal.pool.contract import check_reset_options, construction_seed, game_info_keys
 from shoal.envs import spec as lookup_spec
 from shoal.pool.native import Multiprocessing, NativePool, Serial, parse_autoreset_mode, split_env_kwargs
 
@@ -130,8 +130,7 @@ class NativeVectorEnv(VectorEnv):
         binding = pool.spec.load_binding()
         info_of = getattr(binding, "info", None)
         self._gym_info_keys = frozenset(info_of(pool.env_states)) if info_of is not None else frozenset()
-        if has_game_keys(pool.spec):   # (Atari's lives as episodes, clipped rewards: as SingleEnv's)
-            self._gym_info_keys |= {"reward", "terminated"}
+        self._gym_info_keys |= game_info_keys(pool.spec)   # (Atari's, as SingleEnv's)
         # ... and those gymnasium's env also gives at reset (MuJoCo: positions)
         self._reset_info_keys = frozenset(getattr(binding, "RESET_INFO_KEYS", ()))
         # keys whose values gymnasium's env gives in a dtype of its own (MuJoCo's float32 reward_ctrl)

@@ -52,9 +52,8 @@ except ModuleNotFoundError as e:  # pragma: no cover - the message is the point
 
 import shoal
 from shoal.pool import render
-from shoal.pool.contract import POOL_OWN_INFO_KEYS, has_game_keys
+from shoal.pool.contract import ATARI_BINDING, POOL_OWN_INFO_KEYS, GameScores, game_info_keys
 from shoal.registration import sub_env_spec
-from shoal.single import ATARI_BINDING
 
 
 def sb3_dones_and_infos(terminated, truncated, info: dict) -> tuple[np.ndarray, list[dict[str, Any]]]:
@@ -241,8 +240,7 @@ class ShoalVecEnv(_SameStepVecEnv):
         binding = self.env_spec.load_binding()
         info_of = getattr(binding, "info", None)
         self._info_keys = set(info_of(self.pool.env_states)) if info_of is not None else set()
-        if has_game_keys(self.env_spec):
-            self._info_keys |= {"reward", "terminated"}
+        self._info_keys |= game_info_keys(self.env_spec)
         self._reset_info_keys = frozenset(getattr(binding, "RESET_INFO_KEYS", ()))
         self.spec = sub_env_spec(self.env_spec)  # gymnasium's, as SB3's wrappers expect
         super().__init__(self.pool.num_rows, self.pool.single_observation_space,
@@ -250,11 +248,9 @@ class ShoalVecEnv(_SameStepVecEnv):
         # a sub-env's frame rate (VecVideoRecorder reads render_fps here; SB3 sets render_modes)
         self.metadata = {**self.metadata, **_fps(render.env_metadata(self.env_spec))}
         # Atari: whole games, as SB3's Monitor under AtariWrapper sees them (the
-        # pool's episodes are lives with episodic_life, and rewards may be clipped):
-        # each env's real score and steps so far; the games that ended this step.
-        self._games = self.env_spec.binding == ATARI_BINDING
-        self._game_scores = np.zeros(self.pool.num_envs)
-        self._game_lengths = np.zeros(self.pool.num_envs, dtype=np.int64)
+        # pool's episodes are lives with episodic_life, and rewards may be
+        # clipped); the games that ended this step, as that Monitor's "episode".
+        self._games = GameScores(self.pool.num_envs) if self.env_spec.binding == ATARI_BINDING else None
         self._ended_games: dict[int, dict] = {}
         self._started = time.time()
 
@@ -267,37 +263,21 @@ class ShoalVecEnv(_SameStepVecEnv):
             seed = [seeds[i * self.env_spec.agents] for i in range(self.pool.num_envs)]
         else:
             seed = None
-        self._game_scores[:] = 0.0   # a reset starts new games
-        self._game_lengths[:] = 0
+        if self._games is not None:
+            self._games.restart()   # a reset starts new games
         return self.pool.reset(seed=seed, options=options)   # options gymnasium would honour and shoal cannot are refused
 
     def _step_vector(self, actions: np.ndarray) -> tuple:
         obs, rewards, terminated, truncated, info = self.pool.step(actions)
-        if self._games:
-            self._count_games(info, truncated)
+        if self._games is not None:
+            now = round(time.time() - self._started, 6)
+            self._ended_games = {i: {"r": float(r), "l": int(n), "t": now}
+                                 for i, r, n in zip(*self._games.add(info, truncated))}
         for key in set(info) - self._info_keys - {"final_obs", "_final_obs", "final_info"}:
             del info[key]
         if "final_info" in info:
             info["final_info"] = {k: v for k, v in info["final_info"].items() if k in self._info_keys}
         return obs, rewards, terminated, truncated, info
-
-    def _count_games(self, info: dict, truncated: np.ndarray) -> None:
-        """Atari: add each env's step to its game (EnvPool's info keys: the
-        unclipped "reward", "terminated" at game over), and keep the games
-        that ended as SB3's Monitor reports them ({"r", "l", "t"})."""
-        reward, game_over = info["reward"], info["terminated"]
-        finished = info.get("_final_obs")
-        if finished is not None and finished.any():   # an ended episode's step is final_info's
-            reward = np.where(finished, info["final_info"]["reward"], reward)
-            game_over = np.where(finished, info["final_info"]["terminated"], game_over)
-        self._game_scores += reward
-        self._game_lengths += 1
-        self._ended_games = {}
-        for i in np.flatnonzero((game_over != 0) | truncated).tolist():   # over, or cut at the frame limit
-            self._ended_games[i] = {"r": float(self._game_scores[i]), "l": int(self._game_lengths[i]),
-                                    "t": round(time.time() - self._started, 6)}
-            self._game_scores[i] = 0.0
-            self._game_lengths[i] = 0
 
     def step_wait(self):
         """As the base class's; an Atari game's end also puts SB3's Monitor
@@ -313,7 +293,7 @@ class ShoalVecEnv(_SameStepVecEnv):
         """Atari envs count as wrapped in SB3's Monitor (their infos carry its
         whole-game "episode"), so evaluate_policy scores games, not lives."""
         from stable_baselines3.common.monitor import Monitor
-        wrapped = self._games and issubclass(wrapper_class, Monitor)
+        wrapped = self._games is not None and issubclass(wrapper_class, Monitor)
         return [wrapped] * len(self._get_indices(indices))
 
     def close(self) -> None:

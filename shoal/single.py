@@ -17,11 +17,10 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.envs import spec as env_spec
 from shoal.pool import render
-from shoal.pool.contract import POOL_OWN_INFO_KEYS, check_reset_options, has_game_keys
+from shoal.pool.contract import ATARI_BINDING, POOL_OWN_INFO_KEYS, check_reset_options, game_info_keys
 from shoal.pool.native import PoolClosedError, Serial
 
 MUJOCO_BINDING = "shoal.envs.mujoco.binding"
-ATARI_BINDING = "shoal.envs.atari.binding"
 
 _ATARI_PREPROCESSED = (
     "the env is already preprocessed as gymnasium's FrameStackObservation(AtariPreprocessing(...)) "
@@ -117,7 +116,7 @@ class SingleEnv(gymnasium.Env):
         self._binding = spec.load_binding()
         self._info_of = getattr(self._binding, "info", None)
         self._info_dtypes = getattr(self._binding, "GYMNASIUM_INFO_DTYPES", {})
-        self._game_keys = has_game_keys(spec)
+        self._game_keys = game_info_keys(spec)
         if spec.binding == ATARI_BINDING:
             # ale-py's AtariEnv attribute, which gymnasium's AtariPreprocessing
             # checks first: with it, wrapping a shoal id stops at `ale`, whose
@@ -205,9 +204,8 @@ class SingleEnv(gymnasium.Env):
             raise
         info = ({} if self._info_of is None
                 else one_env_info(self._info_of(self._pool.env_states), self._info_dtypes))
-        if self._game_keys:
-            info["reward"] = float(pool_info["reward"][0])
-            info["terminated"] = int(pool_info["terminated"][0])
+        for key in self._game_keys:   # as Python scalars, as the env's other keys
+            info[key] = pool_info[key][0].item()
         terminated = bool(terminals[0])
         if terminated and self._warns_after_termination:
             if self._steps_beyond_terminated is None:

@@ -61,6 +61,7 @@ import shoal
 from shoal import config as shoal_config
 from shoal import distributed
 from shoal.distributed import Dist
+from shoal.pool.contract import GAME_INFO_KEYS, GameScores
 from shoal.progress import print_out, stdout_console
 
 BACKENDS = ("serial", "multiprocessing", "cuda")
@@ -496,10 +497,10 @@ class Rollout:
         self.initial_state = None                        # ... at the rollout's start
         self.rb = pool.batch_size * pool.agents          # rows per batch
         # Whole games (Atari: the pool's info has EnvPool's unclipped "reward"
-        # and game-over "terminated"): each env's score so far, and the games
-        # ended since take_game_stats() [count, score sum]. Training episodes
-        # are lives with clipped rewards; these are the game's real scores.
-        self.game_scores = np.zeros(pool.num_envs)
+        # and game-over "terminated"), and those ended since take_game_stats()
+        # [count, score sum]. Training episodes are lives with clipped
+        # rewards; these are the game's real scores.
+        self.game_scores = GameScores(pool.num_envs)
         self.games = [0, 0.0]
         pool.async_reset()
         for b in range(self.B):  # into entry T: collect() starts from there
@@ -521,7 +522,7 @@ class Rollout:
                 self.obs[t, rows].copy_(self.obs_host[t, rows], non_blocking=True)
             if first:
                 return
-            if "terminated" in info and "reward" in info:
+            if GAME_INFO_KEYS <= info.keys():
                 self._count_games(info, trunc)
             self.rewards_np[t - 1, rows] = rew
             if self.scale_rewards is not None:
@@ -541,18 +542,9 @@ class Rollout:
                 self.rewards_np[t - 1, rows.start + idx] += self.gamma * v.cpu().numpy()
 
     def _count_games(self, info: dict, trunc: np.ndarray) -> None:
-        envs, reward, game_over = info["env_id"], info["reward"], info["terminated"]
-        finished = info.get("_final_obs")
-        if finished is not None and finished.any():
-            # SAME_STEP: a finished episode's step is final_info's; info holds its env's reset
-            reward = np.where(finished, info["final_info"]["reward"], reward)
-            game_over = np.where(finished, info["final_info"]["terminated"], game_over)
-        self.game_scores[envs] += reward
-        ended = envs[(game_over != 0) | trunc]   # game over, or cut at the frame limit
-        if len(ended):
-            self.games[0] += len(ended)
-            self.games[1] += float(self.game_scores[ended].sum())
-            self.game_scores[ended] = 0.0
+        _, scores, _ = self.game_scores.add(info, trunc)
+        self.games[0] += len(scores)
+        self.games[1] += float(scores.sum())
 
     def take_game_stats(self) -> list:
         """[games ended, their real scores summed] since the last call; [0, 0.0]

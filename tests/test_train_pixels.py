@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch")
 
 import shoal  # noqa: E402
 from shoal import cli, config, envs, train  # noqa: E402
+from shoal.pool.contract import GameScores  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -264,7 +265,7 @@ def test_game_counting_reads_the_ended_step_of_a_same_step_pool():
     over) and the unclipped rewards the steps returned."""
     pytest.importorskip("ale_py")
     ro = train.Rollout.__new__(train.Rollout)   # only the counters: no pool, no policy
-    ro.game_scores, ro.games = np.zeros(2), [0, 0.0]
+    ro.game_scores, ro.games = GameScores(2), [0, 0.0]
     games, score, scores = 0, np.zeros(2), 0.0
     rng = np.random.default_rng(0)
     with train.shoal.make("Breakout", 2, backend="serial", seed=1, autoreset_mode="same_step",
@@ -284,7 +285,7 @@ def test_game_counting_reads_the_ended_step_of_a_same_step_pool():
 
 def test_game_counting_sums_unclipped_rewards_until_game_over_or_the_frame_limit():
     ro = train.Rollout.__new__(train.Rollout)   # only the counters: no pool, no policy
-    ro.game_scores, ro.games = np.zeros(4), [0, 0.0]
+    ro.game_scores, ro.games = GameScores(4), [0, 0.0]
     ids = np.array([2, 3])
     no = np.zeros(2, bool)
     ro._count_games({"env_id": ids, "reward": np.array([4.0, 1.0], np.float32),
@@ -294,4 +295,4 @@ def test_game_counting_sums_unclipped_rewards_until_game_over_or_the_frame_limit
     ro._count_games({"env_id": ids, "reward": np.array([1.0, 1.0], np.float32),
                      "terminated": np.array([0, 0], np.int32)}, np.array([False, True]))  # env 3: cut
     assert ro.take_game_stats() == [2, 11.0 + 2.0]
-    assert ro.take_game_stats() == [0, 0.0] and ro.game_scores.tolist() == [0, 0, 1.0, 0]
+    assert ro.take_game_stats() == [0, 0.0] and ro.game_scores.scores.tolist() == [0, 0, 1.0, 0]
