@@ -215,10 +215,10 @@ def episode_stats_since(episodes: np.ndarray, seen: np.ndarray, envs: np.ndarray
 ATARI_BINDING = "shoal.envs.atari.binding"
 # EnvPool's game keys of an Atari pool's step info: the unclipped reward,
 # and 1 when the game is over (with episodic_life, not at every lost life).
-GAME_INFO_KEYS = frozenset({"reward", "terminated"})
+GAME_INFO_KEYS = ("reward", "terminated")   # ordered: as the pool's info, whatever the hash seed
 
 
-def game_info_keys(spec) -> frozenset:
+def game_info_keys(spec) -> tuple:
     """The game keys the gymnasium views (SingleEnv, NativeVectorEnv,
     ShoalVecEnv) add to an env's step info: GAME_INFO_KEYS for an Atari env
     whose episodes are lives or whose rewards are clipped, so that a logger
@@ -227,7 +227,7 @@ def game_info_keys(spec) -> frozenset:
     if spec.binding == ATARI_BINDING and any(
             spec.env_kwargs.get(key) for key in ("episodic_life", "terminal_on_life_loss", "reward_clip")):
         return GAME_INFO_KEYS
-    return frozenset()
+    return ()
 
 
 class GameScores:

@@ -130,7 +130,7 @@ class NativeVectorEnv(VectorEnv):
         binding = pool.spec.load_binding()
         info_of = getattr(binding, "info", None)
         self._gym_info_keys = frozenset(info_of(pool.env_states)) if info_of is not None else frozenset()
-        self._gym_info_keys |= game_info_keys(pool.spec)   # (Atari's, as SingleEnv's)
+        self._gym_info_keys |= frozenset(game_info_keys(pool.spec))   # (Atari's, as SingleEnv's)
         # ... and those gymnasium's env also gives at reset (MuJoCo: positions)
         self._reset_info_keys = frozenset(getattr(binding, "RESET_INFO_KEYS", ()))
         # keys whose values gymnasium's env gives in a dtype of its own (MuJoCo's float32 reward_ctrl)

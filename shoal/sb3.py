@@ -240,7 +240,7 @@ class ShoalVecEnv(_SameStepVecEnv):
         binding = self.env_spec.load_binding()
         info_of = getattr(binding, "info", None)
         self._info_keys = set(info_of(self.pool.env_states)) if info_of is not None else set()
-        self._info_keys |= game_info_keys(self.env_spec)
+        self._info_keys |= set(game_info_keys(self.env_spec))
         self._reset_info_keys = frozenset(getattr(binding, "RESET_INFO_KEYS", ()))
         self.spec = sub_env_spec(self.env_spec)  # gymnasium's, as SB3's wrappers expect
         super().__init__(self.pool.num_rows, self.pool.single_observation_space,

@@ -522,7 +522,7 @@ class Rollout:
                 self.obs[t, rows].copy_(self.obs_host[t, rows], non_blocking=True)
             if first:
                 return
-            if GAME_INFO_KEYS <= info.keys():
+            if info.keys() >= set(GAME_INFO_KEYS):
                 self._count_games(info, trunc)
             self.rewards_np[t - 1, rows] = rew
             if self.scale_rewards is not None:
