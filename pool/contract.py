@@ -212,6 +212,14 @@ def episode_stats_since(episodes: np.ndarray, seen: np.ndarray, envs: np.ndarray
             "mean_length": length / count if count else nan}
 
 
+def nonfinite_action_message(action, where: str) -> str:
+    """The error for a Box action the pool refuses (`where`: which env or
+    row gave it). Box actions are float32: NaN, inf and doubles beyond
+    float32's range (which become inf) are refused."""
+    return (f"action {action} {where} is not finite in float32: Box actions are float32, so NaN, inf "
+            f"and values beyond +-{float(np.finfo(np.float32).max):.4g} are refused")
+
+
 ATARI_BINDING = "shoal.envs.atari.binding"
 # EnvPool's game keys of an Atari pool's step info: the unclipped reward,
 # and 1 when the game is over (with episodic_life, not at every lost life).

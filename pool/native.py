@@ -54,6 +54,7 @@ from shoal.pool.contract import (
     episode_stats_since,
     fill_reset_requests,
     keep_unmasked,
+    nonfinite_action_message,
     out_of_range_message,
     parse_reset_mask,
     same_step_info,
@@ -571,8 +572,7 @@ class NativePool:
             # business (MuJoCo clamps ctrl to its ctrlrange, as in gymnasium).
             bad = _native.copy_float_actions(np.ascontiguousarray(a), target)
             if bad >= 0:
-                raise ValueError(f"action {a[bad].tolist()} at row {rows.start + bad} is not finite: "
-                                 f"Box actions must be finite float32 values (NaN and inf are refused)")
+                raise ValueError(nonfinite_action_message(a[bad].tolist(), f"at row {rows.start + bad}"))
             return
         if a.dtype.kind not in "iu":
             raise ValueError(f"actions must be integers (discrete), got dtype {a.dtype}")

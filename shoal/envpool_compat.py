@@ -217,8 +217,9 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         return (*arrays, info)
 
     def _actions(self, actions):
-        """A discrete task's actions as (n,) or as (n, 1): EnvPool 1.2.5 takes
-        int64 actions shaped (n, 1) too (any integer dtype is taken here)."""
+        """A discrete task's actions as (n,), or as (n, 1) (a policy's
+        trailing action axis; EnvPool 1.2.5 refuses that shape, and taking it
+        costs nothing). Any integer dtype is taken."""
         if self._discrete and isinstance(actions, np.ndarray) and actions.ndim == 2 and actions.shape[1] == 1:
             return actions[:, 0]
         return actions

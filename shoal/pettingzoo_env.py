@@ -32,7 +32,7 @@ from shoal.envs import spec as env_spec
 from shoal.pool import render
 from shoal.pool.contract import check_reset_options
 from shoal.pool.native import PoolClosedError, Serial
-from shoal.single import one_env_info, rebuild
+from shoal.single import box_action, one_env_info, rebuild
 
 
 class ShoalParallelEnv(ParallelEnv):
@@ -145,10 +145,7 @@ class ShoalParallelEnv(ParallelEnv):
             action = actions[agent]
             if self._continuous:
                 # Box: any real dtype (the pool refuses NaN / inf; MuJoCo clamps the bounds)
-                action = np.asarray(action, dtype=np.float32)
-                if action.shape != self._action_space.shape:
-                    raise ValueError(f"action of shape {action.shape} for {agent} is not in "
-                                     f"{self._action_space}")
+                action = box_action(action, self._action_space, f"for {agent}")
             elif not self._action_space.contains(action):
                 raise ValueError(f"action {action!r} for {agent} is not in {self._action_space}")
             self._actions[self._index[agent]] = action

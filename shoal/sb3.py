@@ -184,6 +184,9 @@ class _SameStepVecEnv(VecEnv):
         return dict(first)
 
     def step_async(self, actions: np.ndarray) -> None:
+        if actions is None:   # (None also marks "no step pending" below)
+            raise TypeError(f"step_async() takes the {self.num_envs} envs' actions "
+                            f"({self.action_space}), got None")
         self._actions = actions
 
     def step_wait(self):

@@ -17,7 +17,8 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.envs import spec as env_spec
 from shoal.pool import render
-from shoal.pool.contract import ATARI_BINDING, POOL_OWN_INFO_KEYS, check_reset_options, game_info_keys
+from shoal.pool.contract import (ATARI_BINDING, POOL_OWN_INFO_KEYS, check_reset_options, game_info_keys,
+                                 nonfinite_action_message)
 from shoal.pool.native import PoolClosedError, Serial
 
 MUJOCO_BINDING = "shoal.envs.mujoco.binding"
@@ -185,9 +186,7 @@ class SingleEnv(gymnasium.Env):
         if self.spec_continuous:
             # gymnasium's MuJoCo envs take out-of-bounds actions (the physics
             # clamps them); the pool refuses NaN / inf.
-            action = np.asarray(action, dtype=np.float32)
-            if action.shape != self.action_space.shape:
-                raise ValueError(f"action of shape {action.shape} is not in {self.action_space}")
+            action = box_action(action, self.action_space, f"for {self._pool.spec.name}")
         elif self._discrete_n is not None and (isinstance(action, (int, np.integer))
                                                or isinstance(action := scalar_index(action), int)):
             # the common case (a 0-d integer array or tensor counts as its int),
@@ -330,6 +329,22 @@ class MujocoSingleEnv(SingleEnv):
         if self._frames is not None:
             self._frames.close()
         super().close()
+
+
+def box_action(action, space, where: str) -> np.ndarray:
+    """One env's Box action as the float32 array its pool takes, checked
+    here so that the error names the env (`where`), not a pool row. Out of
+    bounds is the env's business (MuJoCo clamps ctrl, as gymnasium's)."""
+    given = np.asarray(action)
+    if given.shape != space.shape:
+        raise ValueError(f"action of shape {given.shape} {where} is not in {space}")
+    if given.dtype.kind not in "fiu":
+        raise ValueError(f"action {where} must be real numbers ({space}), got dtype {given.dtype}")
+    with np.errstate(over="ignore"):   # beyond float32: becomes inf, refused below
+        action = given.astype(np.float32)
+    if not np.isfinite(action).all():
+        raise ValueError(nonfinite_action_message(given.tolist(), where))
+    return action
 
 
 def scalar_index(action):

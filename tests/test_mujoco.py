@@ -244,6 +244,36 @@ def test_box_actions_nan_refused_and_bounds_clamped_by_physics():
     twin.close()
 
 
+def test_one_env_views_name_the_env_or_agent_of_a_non_finite_box_action():
+    """gymnasium.make's env (so each of SyncVectorEnv's) and the pettingzoo
+    view check a Box action themselves: the error names the env or agent,
+    not their one-env pool's "row 0", and a finite double beyond float32
+    (which would become inf) is called what it is."""
+    env = gymnasium.make("shoal/HalfCheetah-v5")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"\[0.0, nan, .*\] for HalfCheetah is not finite") as nan:
+        env.step(np.array([0, np.nan, 0, 0, 0, 0]))
+    assert "row" not in str(nan.value)
+    with pytest.raises(ValueError, match=r"1e\+39.* beyond \+-3.403e\+38"):
+        env.step(np.full(6, 1e39))
+    with pytest.raises(ValueError, match="real numbers"):
+        env.step(np.array(["a"] * 6))
+    twin = gymnasium.make("shoal/HalfCheetah-v5")
+    twin.reset(seed=0)
+    for _ in range(2):                                                     # nothing was stepped
+        np.testing.assert_array_equal(env.step(np.full(6, 3.0))[0], twin.step(np.full(6, 3.0))[0])
+    env.close()
+    twin.close()
+    from shoal.pettingzoo_env import ShoalParallelEnv
+    pz = ShoalParallelEnv("HalfCheetah")
+    pz.reset(seed=0)
+    agent = pz.agents[0]
+    with pytest.raises(ValueError, match=f"for {agent} is not finite") as inf:
+        pz.step({agent: np.full(6, np.inf)})
+    assert "row" not in str(inf.value)
+    pz.close()
+
+
 def test_gymnasium_ids_keyword_arguments_and_episode_statistics():
     env = gymnasium.make("shoal/Hopper-v5", healthy_reward=3.0)
     obs, _ = env.reset(seed=0)

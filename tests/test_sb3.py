@@ -128,6 +128,10 @@ def test_misuse_is_a_clear_error():
     assert env.get_attr("observation_space")[0] == reference.observation_space
     reference.close()
     assert env.env_is_wrapped(gymnasium.Wrapper) == [False, False]
+    with pytest.raises(TypeError, match="got None"):    # not "step_wait() without step_async()"
+        env.step(None)
+    with pytest.raises(RuntimeError, match="without step_async"):
+        env.step_wait()
     env.close()
 
 
