@@ -217,7 +217,7 @@ class NativePool:
                  "autoreset_mode", "metadata", "single_observation_space", "single_action_space",
                  "_nvec", "_buffers", "_plan", "_env_ids", "_all_env_ids", "_elapsed_steps",
                  "_all_elapsed_steps", "_final_mask", "_in_flight", "_with_user", "_seen",
-                 "_info_views", "_construction_seed")
+                 "_counts_at_send", "_info_views", "_construction_seed")
 
     def __init__(self, env: str | EnvSpec, num_envs: int, *, num_workers: int | None = None,
                  batch_size: int | None = None, autoreset_mode=AutoresetMode.NEXT_STEP,
@@ -279,6 +279,9 @@ class NativePool:
         self._in_flight: deque[int] = deque()   # batches sent, in recv order
         self._with_user: deque[int] = deque()   # batches received, awaiting send
         self._seen = np.zeros(num_envs, dtype=SEEN_DTYPE)
+        # Each env's episode counts as its batch was last sent, for
+        # episode_stats() while it is in flight; kept from its first call on.
+        self._counts_at_send: np.ndarray | None = None
         self._info_views: dict | None = None   # library-backed envs' step info (see _env_info)
         self.closed = False
         self._construction_seed: ConstructionSeed | None = None
@@ -543,6 +546,8 @@ class NativePool:
         self._set_seeds(seed)
         if self._construction_seed is not None:
             self._construction_seed.on_reset(self._buffers.reset_requests, self._buffers.seeds)
+        if self._counts_at_send is not None:
+            self._remember_counts(slice(0, self.num_envs))
         try:   # (an interrupt between queueing a batch and starting it: close, as in _send)
             for batch in range(self.num_batches):
                 self._in_flight.append(batch)
@@ -789,6 +794,8 @@ class NativePool:
                 raise ValueError(f"env_ids do not match the batch awaiting actions "
                                  f"(envs {expected[0]}..{expected[-1]})")
         self._write_actions(actions, rows)
+        if self._counts_at_send is not None:
+            self._remember_counts(self._batch_envs(batch))
         # A Ctrl-C (any signal handler's exception) between moving the
         # batch and starting it would lose the batch, or leave one in flight
         # that never runs (recv() would wait forever): the pool closes instead.
@@ -845,14 +852,34 @@ class NativePool:
 
     # ---- episode statistics (off the hot path) -----------------------------------
     def episode_stats(self) -> dict:
-        """Episodes finished since the last call, summed over all envs not in
-        flight: {"episodes", "mean_return", "mean_length"} (means NaN if none).
-        An episode's return sums the rewards of all its rows."""
+        """Episodes finished since the last call, summed over all envs:
+        {"episodes", "mean_return", "mean_length"} (means NaN if none). An
+        episode's return sums the rewards of all its rows. Envs in flight
+        (async) count as of their batch's last send() (their workers are
+        writing the live counts); from the first call on, send() keeps that
+        copy, so before it such envs are counted at a later call."""
         self._check_open()
-        envs = np.ones(self.num_envs, dtype=bool)
-        for batch in self._in_flight:
-            envs[batch * self.batch_size:(batch + 1) * self.batch_size] = False
-        return episode_stats_since(self._buffers.episodes, self._seen, envs)
+        counts = np.empty(self.num_envs, dtype=SEEN_DTYPE)
+        for name in SEEN_DTYPE.names:
+            counts[name] = self._buffers.episodes[name]
+        if self._in_flight:
+            if self._counts_at_send is None:   # first call: nothing new in flight yet
+                self._counts_at_send = self._seen.copy()
+            for batch in self._in_flight:
+                envs = self._batch_envs(batch)
+                counts[envs] = self._counts_at_send[envs]
+        elif self._counts_at_send is None:
+            self._counts_at_send = counts.copy()
+        return episode_stats_since(counts, self._seen)
+
+    def _batch_envs(self, batch: int) -> slice:
+        return slice(batch * self.batch_size, (batch + 1) * self.batch_size)
+
+    def _remember_counts(self, envs: slice) -> None:
+        """Copy `envs`' live episode counts (theirs to read: not in flight)."""
+        episodes = self._buffers.episodes
+        for name in SEEN_DTYPE.names:
+            self._counts_at_send[name][envs] = episodes[name][envs]
 
     # ---- backend hooks -----------------------------------------------------------
     def _start(self, batch: int, command: int) -> None:

@@ -178,6 +178,35 @@ def test_episode_stats_match_a_manual_count():
     assert pool.episode_stats()["episodes"] == 0  # counted once
 
 
+@pytest.mark.parametrize("backend", [Serial, Multiprocessing])
+def test_episode_stats_in_the_async_loop_count_every_episode_received(backend, no_leaks):
+    """EnvPool's loop calls episode_stats() after send(), when every batch
+    is in flight: each call counts the episodes of the batches received so
+    far (those in flight as of their send), none twice, none lost."""
+    kwargs = {"num_workers": 2} if backend is Multiprocessing else {}
+    with backend("CartPole", 8, batch_size=4, **kwargs) as pool:
+        pool.async_reset(seed=0)
+        assert pool.episode_stats()["episodes"] == 0             # everything in flight
+        rng = np.random.default_rng(0)
+        returns = np.zeros(8)
+        finished, counted, counted_return = [], 0, 0.0
+        for t in range(600):
+            _, rew, term, trunc, info = pool.recv()
+            ids = info["env_id"]
+            returns[ids] += rew
+            done = term | trunc
+            finished += returns[ids[done]].tolist()
+            returns[ids[done]] = 0
+            pool.send(np.zeros(4, np.int32) if t % 3 else rng.integers(0, 2, 4).astype(np.int32))
+            stats = pool.episode_stats()
+            counted += stats["episodes"]
+            if stats["episodes"]:
+                counted_return += stats["mean_return"] * stats["episodes"]
+            assert counted == len(finished), t
+        assert counted > 100
+        assert counted_return == pytest.approx(sum(finished))
+
+
 def test_async_protocol_errors_and_env_ids(no_leaks):
     with Multiprocessing("CartPole", 8, num_workers=2, batch_size=4) as pool:
         with pytest.raises(RuntimeError, match="nothing in flight"):
