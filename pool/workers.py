@@ -277,12 +277,16 @@ class Workers:
         if what == "exited while starting" and self.start_method != "fork":
             # a spawned child runs the main module again: unguarded, it makes
             # a pool while bootstrapping and Python stops it (its traceback above)
-            hint = (f". Workers start with multiprocessing's {self.start_method!r} method, which this "
-                    f"program set (importing torchrl does): they import the main module again, so a "
-                    f"script must make its pools under `if __name__ == \"__main__\":`")
+            if _start_method_set_by_the_program() == self.start_method:
+                chosen = "which this program set (importing torchrl does)"
+            else:
+                chosen = "which the pool's context= chose (or the platform's default)"
+            hint = (f". Workers start with multiprocessing's {self.start_method!r} method, {chosen}: "
+                    f"they import the main module again, so a script must make its pools under "
+                    f"`if __name__ == \"__main__\":`")
             main_file = getattr(sys.modules.get("__main__"), "__file__", None)
             if self.start_method == "spawn" and isinstance(main_file, str) and main_file.startswith("<"):
-                hint = (f". Workers start with multiprocessing's 'spawn' method, which this program set: "
+                hint = (f". Workers start with multiprocessing's 'spawn' method, {chosen}: "
                         f"they run the main module again from its file, and this one has none "
                         f"({main_file}, a script read from standard input): run the script from a "
                         f"file, or make the pool with context='fork' or 'forkserver'")

@@ -314,7 +314,13 @@ def test_an_unguarded_script_under_spawn_is_told_to_guard_its_entry_point(tmp_pa
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert "exited while starting" in last and "'spawn' method" in last, last
-    assert 'if __name__ == "__main__":' in last, last
+    assert 'if __name__ == "__main__":' in last and "this program set" in last, last
+    # unguarded with the pool's own context="spawn": the hint names that, not the program
+    script.write_text("import shoal\nshoal.make('CartPole', 4, num_workers=2, context='spawn').close()\n")
+    done = subprocess.run([sys.executable, "-P", str(script)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    last = done.stderr.strip().splitlines()[-1]
+    assert "'spawn' method, which the pool's context= chose" in last and "this program set" not in last, last
     # the same script, guarded, read from standard input: the workers have no file to run
     guarded = ("import multiprocessing as mp\nimport shoal\nif __name__ == '__main__':\n"
                "    mp.set_start_method('spawn')\n    shoal.make('CartPole', 4, num_workers=2).close()\n")
