@@ -982,9 +982,15 @@ def _worker_main(buffers: Buffers, worker: int, start: int, stop: int, mode: int
         start_worker(watch, buffers.region)
         block = buffers.spec.load_binding().Block(buffers, start, stop, mode, keep_final)
     except BaseException:
-        ready.send(traceback.format_exc())
+        report = traceback.format_exc()
+    else:
+        report = None
+    try:
+        ready.send(report)
+    except OSError:   # the pool's process stopped waiting (Ctrl-C while it starts us): no one to tell
         return
-    ready.send(None)
+    if report is not None:
+        return
     ready.close()
     _native.serve(buffers.control_address + worker * _native.CTRL_BYTES, block.ops_address)
 

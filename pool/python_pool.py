@@ -381,10 +381,15 @@ def _worker_main(worker: int, env_fns: CloudpickleWrapper, start: int, memory: _
         start_worker(watch, memory.region)
         envs = [fn() for fn in env_fns.fn]
         block = _EnvBlock(envs, start, memory, autoreset_mode, single_observation_space)
-        pipe.send(("ready", block.check_spaces(observation_mode, single_observation_space,
-                                               single_action_space)))
+        report = ("ready", block.check_spaces(observation_mode, single_observation_space,
+                                              single_action_space))
     except BaseException:
-        pipe.send(("error", _error_report(worker)))
+        report = ("error", _error_report(worker))
+    try:
+        pipe.send(report)
+    except OSError:   # the pool's process stopped waiting (Ctrl-C while it starts us): no one to tell
+        return
+    if report[0] == "error":
         return
     control = memory.control_address + worker * CTRL_BYTES
     reply_area, reply_sizes = memory.reply_areas[worker], memory.reply_sizes
