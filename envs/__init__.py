@@ -250,6 +250,7 @@ def header_spec(name: str, package: str, **python_fields) -> EnvSpec:
                                          f"envs/vec_binding.pxi (no {', '.join(missing)}): {_BUILD_HINT}")
     nvec = tuple(binding.ACT_NVEC)
     _check_header_tables(name, binding)
+    _check_box_bounds(name, python_fields, len(nvec))   # (P_act_nvec has P_act_size entries)
     fields = {"name": name,
               "binding": module_name,
               "agents": binding.AGENTS_PER_ENV,
@@ -258,7 +259,7 @@ def header_spec(name: str, package: str, **python_fields) -> EnvSpec:
               "obs_low": binding.OBS_LOW,
               "obs_high": binding.OBS_HIGH,
               "action_nvec": nvec,
-              "discrete_action": len(nvec) == 1,
+              "discrete_action": len(nvec) == 1 and "action_low" not in python_fields,
               "max_episode_steps": binding.MAX_EPISODE_STEPS,
               **python_fields}
     shape = tuple(fields["obs_shape"])
@@ -269,6 +270,28 @@ def header_spec(name: str, package: str, **python_fields) -> EnvSpec:
     check_spec_against_binding(spec, binding)
     binding._SPEC_CHECKED = spec   # load_binding need not check it again
     return spec
+
+
+def _check_box_bounds(name: str, python_fields: dict, components: int) -> None:
+    """A Box env's action_low / action_high (given in Python): both, one
+    number per action component, low <= high; SpecMismatchError naming
+    what is wrong otherwise (gymnasium's Box would fail later, at make)."""
+    given = [key for key in ("action_low", "action_high") if python_fields.get(key) is not None]
+    if not given:
+        return
+    if len(given) == 1:
+        other = "action_high" if given == ["action_low"] else "action_low"
+        raise SpecMismatchError(f"{name}: {given[0]} is given without {other}: a Box env gives both, "
+                                f"one number per action component ({components})")
+    low = np.asarray(python_fields["action_low"], np.float64)
+    high = np.asarray(python_fields["action_high"], np.float64)
+    for key, bound in (("action_low", low), ("action_high", high)):
+        if bound.shape != (components,):
+            raise SpecMismatchError(f"{name}: {key} has shape {bound.shape}; the header's actions have "
+                                    f"{components} component(s) (P_act_size): give one bound per component")
+    if (low > high).any() or np.isnan(low).any() or np.isnan(high).any():
+        k = int(np.flatnonzero(~(low <= high))[0])
+        raise SpecMismatchError(f"{name}: action_low[{k}] = {low[k]} is not <= action_high[{k}] = {high[k]}")
 
 
 def _check_header_tables(name: str, binding) -> None:
@@ -376,14 +399,20 @@ _broken_warned: set = set()   # env folders that did not load, (folder, name) co
 def _specs(unbuilt: dict | None = None) -> dict[str, EnvSpec]:
     """Every registered spec by lookup key: a folder's SPEC under its SPEC.name
     and its folder name, each of a folder's SPECS under its name. A header
-    env whose binding is not built has no spec: it is left out (its error
-    put in `unbuilt` under both keys), so the other envs still work."""
+    env whose binding is not built has no spec: it is left out with a
+    warning (its error put in `unbuilt` under both keys), so the other envs
+    still work."""
     found = {}
     for package in _PACKAGES:
         folder = package.rsplit(".", 1)[1]
         try:
             module = importlib.import_module(package)
         except BindingNotBuiltError as e:
+            # (said once: gymnasium.make's "doesn't exist" would not say why)
+            if folder not in _broken_warned:
+                _broken_warned.add(folder)
+                warnings.warn(f"shoal: env folder envs/{folder} is not built ({e}); the other envs work",
+                              stacklevel=3)
             if unbuilt is not None:
                 unbuilt[_key(folder)] = unbuilt[_key(e.env_name)] = e
             continue

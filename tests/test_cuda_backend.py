@@ -78,7 +78,8 @@ def test_tensor_dtypes_and_shapes(name):
     assert env.rewards.shape == (rows,) and env.rewards.dtype == torch.float32
     for flags in (env.terminals, env.truncations, env.masks):
         assert flags.shape == (rows,) and flags.dtype == torch.bool
-    assert env.actions.dtype == torch.int32 and env.actions.shape == env.action_space.shape
+    action_dtype = torch.float32 if env.spec.continuous_action else torch.int32
+    assert env.actions.dtype == action_dtype and env.actions.shape == env.action_space.shape
     assert env.env_states.dtype == torch.uint8
     assert env.episodes.numel() == 3 * EPISODE_DTYPE.itemsize == 3 * 48
 

@@ -26,7 +26,11 @@ ENVS_DIR = Path(shoal.envs.__file__).parent
 # drives ale-py instead, and library-backed envs have no kernel).
 ENVS = sorted(p.parent.name for p in ENVS_DIR.glob("*/binding.pyx")
               if (p.parent / f"{p.parent.name}.h").is_file())
-FLAGS = ["-O3", "-fmad=false"]  # as shoal/cuda.py's CUDA_FLAGS
+# shoal/cuda.py's CUDA_FLAGS, plus: a host-only function (rand(), a
+# constexpr host function) called from an env's __host__ __device__ code is
+# an error here, where nvcc only warns and the GPU build would fail later.
+HOST_CALLS_FROM_DEVICE = "--diag-error=20011,20013,20015"
+FLAGS = ["-O3", "-fmad=false", HOST_CALLS_FROM_DEVICE]
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (no CUDA toolkit on this machine)")
 
 
@@ -39,7 +43,7 @@ def test_every_env_has_a_kernel():
 def test_loader_flags_match_ci():
     torch = pytest.importorskip("torch")  # noqa: F841
     from shoal.cuda import CUDA_FLAGS, kernel_sources
-    assert CUDA_FLAGS == FLAGS
+    assert CUDA_FLAGS + [HOST_CALLS_FROM_DEVICE] == FLAGS
     for name in ENVS:
         assert all(p.is_file() for p in kernel_sources(name))
 
@@ -78,6 +82,19 @@ def test_kernel_compiles_with_nvcc(name, objects):
     code, err, obj = objects[name]
     assert code == 0, f"nvcc failed on envs/{name}/kernel.cu:\n{err}"
     assert obj.stat().st_size > 0
+
+
+@needs_nvcc
+def test_a_host_only_call_in_an_env_header_fails_the_kernel_compile(tmp_path):
+    """nvcc alone only warns when __host__ __device__ code calls rand()
+    (host-only libc): with FLAGS the compile fails, naming the call."""
+    source = tmp_path / "kernel.cu"
+    source.write_text('#include <stdlib.h>\n#include "shoal_env.h"\n'
+                      'SHOAL_FN int pick(void) { return rand() % 4; }\n'
+                      '__global__ void k(int *out) { out[threadIdx.x] = pick(); }\n')
+    done = subprocess.run([NVCC, "-c", *FLAGS, f"-I{ENVS_DIR}", str(source), "-o", str(tmp_path / "k.o")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0 and '"rand"' in done.stderr, done.stderr
 
 
 def module_name(name):

@@ -59,7 +59,11 @@ def test_a_header_spec_is_what_its_header_says(folder):
     obs_space, act_space = spec.single_observation_space, spec.single_action_space
     np.testing.assert_array_equal(obs_space.low, per_element(binding.OBS_LOW, spec))
     np.testing.assert_array_equal(obs_space.high, per_element(binding.OBS_HIGH, spec))
-    if len(binding.ACT_NVEC) == 1:
+    if spec.continuous_action:   # Box: float actions, bounds from the env's __init__ (Python)
+        assert np.dtype(binding.ACT_DTYPE) == np.float32 and not spec.discrete_action
+        assert act_space == gymnasium.spaces.Box(np.float32(spec.action_low), np.float32(spec.action_high),
+                                                 dtype=np.float32)
+    elif len(binding.ACT_NVEC) == 1:
         assert act_space == gymnasium.spaces.Discrete(binding.ACT_NVEC[0])
     else:
         assert act_space == gymnasium.spaces.MultiDiscrete(binding.ACT_NVEC)
@@ -184,10 +188,15 @@ def test_an_unbuilt_binding_says_how_to_build_it(tmp_path, monkeypatch):
         importlib.import_module("shoal_spec_test_envs.unbuilt")
     with pytest.raises(ImportError, match=r"older than envs/vec_binding\.pxi \(no OBS_DTYPE, OBS_LOW"):
         importlib.import_module("shoal_spec_test_envs.stale")
-    # In the registry: left out of names(), the other envs unaffected, and asking for it explains.
+    # In the registry: left out of names() with one warning (gymnasium.make's
+    # "doesn't exist" would not say why), the other envs unaffected, and
+    # asking for it explains.
     packages = shoal.envs._PACKAGES + ["shoal_spec_test_envs.unbuilt"]
     monkeypatch.setattr(shoal.envs, "_PACKAGES", packages)
-    assert "Unbuilt" not in shoal.envs.names() and "CartPole" in shoal.envs.names()
+    monkeypatch.setattr(shoal.envs, "_broken_warned", set())
+    with pytest.warns(UserWarning, match=r"envs/unbuilt is not built \(Unbuilt's binding .*build_ext --inplace"):
+        assert "Unbuilt" not in shoal.envs.names()
+    assert "CartPole" in shoal.envs.names()
     for name in ("Unbuilt", "unbuilt"):
         with pytest.raises(BindingNotBuiltError, match="build_ext --inplace"):
             shoal.envs.spec(name)
@@ -221,10 +230,11 @@ def test_an_env_folder_being_written_breaks_only_that_env(tmp_path, monkeypatch)
     with pytest.warns(UserWarning) as warned:
         names = shoal.envs.names()
     said = sorted(str(w.message) for w in warned)
-    assert len(said) == 4 and "envs/badlink does not load (ImportError: " in said[0], said
+    assert len(said) == 5 and "envs/badlink does not load (ImportError: " in said[0], said
     assert "envs/mismatch does not load (SpecMismatchError: " in said[1], said
-    assert "envs/nospec defines no SPEC (nor SPECS)" in said[2], said
-    assert "envs/typo does not load (NameError: " in said[3], said
+    assert "envs/nopyx is not built (NoPyx's folder " in said[2] and "has no binding.pyx" in said[2], said
+    assert "envs/nospec defines no SPEC (nor SPECS)" in said[3], said
+    assert "envs/typo does not load (NameError: " in said[4], said
     assert "CartPole" in names and shoal.envs.spec("CartPole").name == "CartPole"
     with pytest.raises(ImportError, match="badlink: its env folder does not load: .*undefined symbol"):
         shoal.envs.spec("badlink")
@@ -316,3 +326,18 @@ def test_an_env_folder_without_its_init_is_named_in_the_unknown_env_error(tmp_pa
     monkeypatch.setattr(shoal.envs, "__file__", str(tmp_path / "__init__.py"))
     with pytest.raises(ValueError, match=r"unknown env 'Catch'; \(envs/catch/ has no __init__.py"):
         shoal.envs.spec("Catch")
+
+
+@pytest.mark.parametrize("bounds, said", [
+    ({"action_low": [-1.0]}, r"action_low is given without action_high"),
+    ({"action_high": [1.0]}, r"action_high is given without action_low"),
+    ({"action_low": [-1.0, -1.0], "action_high": [1.0, 1.0]}, r"action_low has shape \(2,\); the header's "
+                                                                r"actions have 1 component"),
+    ({"action_low": [1.0], "action_high": [-1.0]}, r"action_low\[0\] = 1.0 is not <= action_high\[0\] = -1.0"),
+])
+def test_box_bounds_that_cannot_be_are_named_when_the_spec_is_built(bounds, said):
+    """A Box env's bounds come from its __init__.py: half of them, the
+    wrong count or low above high is a SpecMismatchError there, not
+    gymnasium's Box error at the first make()."""
+    with pytest.raises(SpecMismatchError, match=said):
+        header_spec("Corridor", "shoal.envs.corridor", **bounds)
