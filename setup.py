@@ -6,6 +6,7 @@ setuptools' package_dir installs them under the one import root `shoal`
 kernels are compiled on first use by shoal's CUDA backend.
 """
 import glob
+import hashlib
 import os
 
 import numpy
@@ -39,6 +40,19 @@ PACKAGE_DIR = {
 C_FLAGS = ["-O3", "-fno-strict-aliasing", "-Wno-unused-function", "-ffp-contract=off", "-fno-math-errno",
            "-Werror=implicit-function-declaration", "-Werror=incompatible-pointer-types"]
 
+
+def header_digest(name: str) -> list:
+    """The macro that stamps env `name`'s binding with its header's digest
+    (shoal.envs.header_digest, which header_spec compares at import: a
+    header edited since the build, or a binding copied from another env's
+    folder, is then a BindingNotBuiltError, not that other env)."""
+    path = f"envs/{name}/{name}.h"
+    if not os.path.isfile(path):   # envs/atari: no header
+        return []
+    with open(path, "rb") as f:
+        return [("SHOAL_HEADER_DIGEST", f'"{hashlib.sha256(f.read()).hexdigest()[:16]}"')]
+
+
 extensions = [
     Extension(
         "shoal.pool._native",
@@ -52,6 +66,7 @@ extensions = [
         f"shoal.envs.{name}.binding",
         [f"envs/{name}/binding.pyx"],
         include_dirs=["envs", numpy.get_include()],
+        define_macros=header_digest(name),
         extra_compile_args=C_FLAGS,
         # Any header or pxi of any env folder: one env may include another's
         # (explorer_pointgoal builds on envs/explorer/).

@@ -16,6 +16,7 @@ The registry is every such folder.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib
 import os
 import pkgutil
@@ -192,7 +193,9 @@ class SpecMismatchError(ValueError):
 
 
 class BindingNotBuiltError(ImportError):
-    """An env's compiled binding is missing or older than its header."""
+    """An env's compiled binding is missing, older than the shared binding
+    code (envs/vec_binding.pxi), or built from another version of its
+    header (edited since, or the binding copied from another env)."""
 
     def __init__(self, env_name: str, message: str):
         super().__init__(message)
@@ -218,6 +221,27 @@ def import_binding(module_name: str, env_name: str):
                                                  f"setup.py compiles into its binding (docs/new_env.md)") from e
         raise BindingNotBuiltError(env_name, f"{env_name}'s binding {module_name} is not built: "
                                              f"{_BUILD_HINT}") from e
+
+
+def header_digest(path) -> str:
+    """The digest setup.py stamps into a header env's binding (its
+    SHOAL_HEADER_DIGEST; the same sum, written there once more)."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def _check_built_from_header(name: str, package: str, binding) -> None:
+    """BindingNotBuiltError if the binding was stamped with another digest
+    than its folder's header has now (edited since the build; a binding
+    copied from another env). Unstamped builds and installs without the
+    header are not checked."""
+    built_from = getattr(binding, "HEADER_DIGEST", "")
+    folder = os.path.dirname(getattr(sys.modules.get(package), "__file__", None) or "")
+    header = os.path.join(folder, package.rpartition(".")[2] + ".h")
+    if built_from and folder and os.path.isfile(header) and header_digest(header) != built_from:
+        raise BindingNotBuiltError(name, f"{name}'s binding {binding.__name__} was built from another "
+                                         f"version of {header} (edited since the build, or the binding "
+                                         f"was copied from another env's folder): {_BUILD_HINT}")
 
 
 # What a header env's binding exports for its spec (envs/vec_binding.pxi).
@@ -248,6 +272,7 @@ def header_spec(name: str, package: str, **python_fields) -> EnvSpec:
     if missing:
         raise BindingNotBuiltError(name, f"{name}'s binding {module_name} is older than "
                                          f"envs/vec_binding.pxi (no {', '.join(missing)}): {_BUILD_HINT}")
+    _check_built_from_header(name, package, binding)
     nvec = tuple(binding.ACT_NVEC)
     _check_header_tables(name, binding)
     _check_box_bounds(name, python_fields, len(nvec))   # (P_act_nvec has P_act_size entries)

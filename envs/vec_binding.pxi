@@ -43,6 +43,12 @@ cdef extern from *:
     static double shoal_binding_obs_low(int k) { return (double)SHOAL_BINDING_(obs_low)[k]; }
     static double shoal_binding_obs_high(int k) { return (double)SHOAL_BINDING_(obs_high)[k]; }
     static long long shoal_binding_act_nvec(int k) { return (long long)SHOAL_BINDING_(act_nvec)[k]; }
+    /* setup.py stamps the header's digest (shoal.envs.header_digest); a
+     * build without it (an out-of-tree setup) exports "" and is not checked. */
+    #ifndef SHOAL_HEADER_DIGEST
+    #define SHOAL_HEADER_DIGEST ""
+    #endif
+    static const char *shoal_binding_header_digest = SHOAL_HEADER_DIGEST;
     #define shoal_binding_vec_reset SHOAL_BINDING_(vec_reset)
     #define shoal_binding_vec_step SHOAL_BINDING_(vec_step)
     #define shoal_binding_vec_step_selected SHOAL_BINDING_(vec_step_selected)
@@ -57,6 +63,7 @@ cdef extern from *:
     double _obs_low "shoal_binding_obs_low"(int k)
     double _obs_high "shoal_binding_obs_high"(int k)
     long long _act_nvec "shoal_binding_act_nvec"(int k)
+    const char *_header_digest "shoal_binding_header_digest"
     ctypedef struct shoal_episode:
         pass
     void vec_reset "shoal_binding_vec_reset"(env_t* envs, shoal_episode* eps, int64_t n,
@@ -108,6 +115,7 @@ def _obs_bound(values):
 OBS_LOW = _obs_bound([_obs_low(k) for k in range(_OBS_LOWS)])
 OBS_HIGH = _obs_bound([_obs_high(k) for k in range(_OBS_HIGHS)])
 ACT_NVEC = tuple(int(_act_nvec(k)) for k in range(ACT_SIZE))
+HEADER_DIGEST = _header_digest.decode()   # of the header this was built from ("": not stamped)
 MAX_EPISODE_STEPS = _MAX_STEPS if _MAX_STEPS > 0 else None
 
 

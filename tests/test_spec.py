@@ -4,6 +4,8 @@ adds or repeats in Python is checked against the header, so the two cannot
 drift apart silently."""
 import dataclasses
 import importlib
+import os
+import shutil
 from pathlib import Path
 
 import gymnasium
@@ -200,6 +202,31 @@ def test_an_unbuilt_binding_says_how_to_build_it(tmp_path, monkeypatch):
     for name in ("Unbuilt", "unbuilt"):
         with pytest.raises(BindingNotBuiltError, match="build_ext --inplace"):
             shoal.envs.spec(name)
+
+
+def test_a_binding_built_from_another_header_is_refused(tmp_path, monkeypatch):
+    """setup.py stamps each binding with its header's digest: a header
+    edited since the build, or a binding copied from another env's folder
+    (which then silently *was* that env), is a BindingNotBuiltError saying
+    to rebuild; the same header's binding loads."""
+    binding = shoal.env_spec("Corridor").load_binding()
+    assert len(binding.HEADER_DIGEST) == 16      # stamped by setup.py
+    corridor_h = ENVS_DIR / "corridor" / "corridor.h"
+    package = tmp_path / "shoal_stamp_envs"
+    for folder, header in (("same", corridor_h.read_text()),
+                           ("edited", corridor_h.read_text().replace("CORRIDOR_LEN 16", "CORRIDOR_LEN 17"))):
+        (package / folder).mkdir(parents=True)
+        (package / folder / f"{folder}.h").write_text(header)
+        shutil.copy(binding.__file__, package / folder / os.path.basename(binding.__file__))
+        (package / folder / "__init__.py").write_text(
+            f"from shoal.envs import header_spec\nSPEC = header_spec({folder.title()!r}, __name__)\n")
+    (package / "__init__.py").write_text("")
+    assert "CORRIDOR_LEN 17" in (package / "edited" / "edited.h").read_text()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert importlib.import_module("shoal_stamp_envs.same").SPEC.action_nvec == (2,)
+    with pytest.raises(BindingNotBuiltError, match=r"Edited's binding shoal_stamp_envs\.edited\.binding was "
+                                                   r"built from another version of .*edited\.h .*build_ext"):
+        importlib.import_module("shoal_stamp_envs.edited")
 
 
 def test_an_env_folder_being_written_breaks_only_that_env(tmp_path, monkeypatch):
