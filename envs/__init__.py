@@ -467,8 +467,9 @@ def _specs(unbuilt: dict | None = None) -> dict[str, EnvSpec]:
                 if (folder, name) not in _broken_warned:
                     _broken_warned.add((folder, name))
                     warnings.warn(f"shoal: env folder envs/{folder} registers {name!r}, a name "
-                                  f"{taken.name} ({taken.binding}) already has; envs/{folder}'s is left "
-                                  f"out: give it another name", stacklevel=3)
+                                  f"{taken.name} ({taken.binding}) already has; envs/{folder}'s env is left "
+                                  f"out under it (its folder name, {folder!r}, still finds it): give it "
+                                  f"another name", stacklevel=3)
                 continue
             found[_key(name)] = one
     return found

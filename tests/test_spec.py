@@ -282,7 +282,8 @@ def test_a_new_env_never_replaces_one_of_the_same_name(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(shoal.envs, "_PACKAGES", shoal.envs._PACKAGES + ["shoal_clash_envs.clash"])
     monkeypatch.setattr(shoal.envs, "_broken_warned", set())
-    with pytest.warns(UserWarning, match=r"envs/clash registers 'Snake', a name Snake \(shoal\.envs\.snake"):
+    with pytest.warns(UserWarning, match=r"envs/clash registers 'Snake', a name Snake \(shoal\.envs\.snake.*"
+                                         r"folder name, 'clash', still finds it"):
         assert shoal.envs.spec("Snake").binding == "shoal.envs.snake.binding"
     assert shoal.envs.spec("clash").binding == "shoal_clash_envs.clash.binding"   # its folder name is free
 
