@@ -186,7 +186,11 @@ class SingleEnv(gymnasium.Env):
         if self.spec_continuous:
             # gymnasium's MuJoCo envs take out-of-bounds actions (the physics
             # clamps them); the pool refuses NaN / inf.
-            action = box_action(action, self.action_space, f"for {self._pool.spec.name}")
+            # (NaN / inf are the pool's check, in C; its error is put in this env's words below)
+            given, action = action, np.asarray(action, dtype=np.float32)
+            if action.shape != self.action_space.shape:
+                raise ValueError(f"action of shape {action.shape} for {self._pool.spec.name} is not in "
+                                 f"{self.action_space}")
         elif self._discrete_n is not None and (isinstance(action, (int, np.integer))
                                                or isinstance(action := scalar_index(action), int)):
             # the common case (a 0-d integer array or tensor counts as its int),
@@ -200,6 +204,11 @@ class SingleEnv(gymnasium.Env):
             obs, rewards, terminals, truncations, pool_info = self._pool.step(self._action)
         except PoolClosedError:
             self._check_open("step()")   # this env's words, not its pool's
+            raise
+        except ValueError:   # a Box action the pool refused: not finite (nothing was stepped)
+            if self.spec_continuous:
+                raise ValueError(nonfinite_action_message(np.asarray(given).tolist(),
+                                                          f"for {self._pool.spec.name}")) from None
             raise
         info = ({} if self._info_of is None
                 else one_env_info(self._info_of(self._pool.env_states), self._info_dtypes))
@@ -332,9 +341,10 @@ class MujocoSingleEnv(SingleEnv):
 
 
 def box_action(action, space, where: str) -> np.ndarray:
-    """One env's Box action as the float32 array its pool takes, checked
-    here so that the error names the env (`where`), not a pool row. Out of
-    bounds is the env's business (MuJoCo clamps ctrl, as gymnasium's)."""
+    """One agent's Box action as the float32 array its pool takes, checked
+    here so that the error names the agent (`where`), not a pool row. Out
+    of bounds is the env's business (MuJoCo clamps ctrl, as gymnasium's).
+    (SingleEnv leaves the finiteness check to its pool: 2 us a step.)"""
     given = np.asarray(action)
     if given.shape != space.shape:
         raise ValueError(f"action of shape {given.shape} {where} is not in {space}")

@@ -254,10 +254,11 @@ def test_one_env_views_name_the_env_or_agent_of_a_non_finite_box_action():
     with pytest.raises(ValueError, match=r"\[0.0, nan, .*\] for HalfCheetah is not finite") as nan:
         env.step(np.array([0, np.nan, 0, 0, 0, 0]))
     assert "row" not in str(nan.value)
-    with pytest.raises(ValueError, match=r"1e\+39.* beyond \+-3.403e\+38"):
+    with pytest.raises(ValueError, match=r"1e\+39.* beyond \+-3.403e\+38"), \
+            pytest.warns(RuntimeWarning, match="overflow"):   # numpy's, casting to float32
         env.step(np.full(6, 1e39))
-    with pytest.raises(ValueError, match="real numbers"):
-        env.step(np.array(["a"] * 6))
+    with pytest.raises(ValueError, match="shape"):
+        env.step(np.zeros(5))
     twin = gymnasium.make("shoal/HalfCheetah-v5")
     twin.reset(seed=0)
     for _ in range(2):                                                     # nothing was stepped
