@@ -218,3 +218,20 @@ def test_an_out_file_the_disk_refuses_still_prints_the_report(tmp_path, monkeypa
     out, err = capsys.readouterr()
     assert code == 1 and out.startswith("# shoal benchmark")
     assert f"could not write --out {tmp_path / 'r.md'} (No space left on device)" in err
+
+
+def test_cartpole_headline_compares_equal_workers_too():
+    """shoal's async rows round odd worker counts up (two batches), so
+    "best against best" can set 2 processes against 1 EnvPool thread: the
+    headline also gives the ratio at each worker count both measured, and
+    says that the two APIs do different work per step."""
+    from shoal.bench import cartpole
+    from shoal.bench.timing import Result
+    results = [Result(cartpole.PROC_SYNC, 64, 1, [10.0]), Result(cartpole.PROC_ASYNC, 64, 2, [40.0]),
+               Result(cartpole.ENVPOOL_SYNC, 64, 1, [2.0]), Result(cartpole.ENVPOOL_ASYNC, 64, 1, [4.0]),
+               Result(cartpole.ENVPOOL_SYNC, 64, 3, [5.0])]
+    assert cartpole.equal_workers_ratios(results) == [(1, 2.5)]   # workers=3: shoal has none
+    text = "\n".join(cartpole.headline(results, 2, "1.2.5"))
+    assert "(each at its best workers): 8.00" in text
+    assert "at equal workers (processes vs threads): workers=1: 2.50" in text
+    assert "API work differs" in text
