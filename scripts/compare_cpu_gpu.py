@@ -318,7 +318,8 @@ def compare_env(name: str, s, out: Path, log) -> list[str]:
     lines += ["### Agent-steps/s with a policy forward pass every step", "",
               f"MLP {int(np.prod(spec.obs_shape))}-256-256-{sum(spec.action_nvec)} on "
               f"{'the GPU' if HAS_GPU else 'the CPU (no GPU on this machine)'}; CPU path: pool on all "
-              f"cores, obs via pinned memory (non_blocking), actions back to the host; sync: pool.step "
+              f"cores, obs {'via pinned memory (non_blocking)' if HAS_GPU else 'handed to torch on the CPU'}, "
+              f"actions back to the host; sync: pool.step "
               f"(the workers idle during the forward pass); async: two batches, one stepping while "
               f"the policy acts on the other.", "",
               "| num_envs | CPU pool sync + policy | CPU pool async + policy | GPU + policy |",
@@ -395,8 +396,9 @@ def check_arguments(parser: argparse.ArgumentParser, s: argparse.Namespace) -> N
         header_env(name, f"--envs {name}")
     for item in s.step_kernel:
         env, eq, kind = item.partition("=")
-        if not eq or kind not in STEP_KERNELS:
-            parser.error(f"--step-kernel {item}: expected ENV=KIND, KIND one of {', '.join(STEP_KERNELS)}")
+        if not eq or kind not in (*STEP_KERNELS, "auto"):
+            parser.error(f"--step-kernel {item}: expected ENV=KIND, KIND one of "
+                         f"{', '.join(STEP_KERNELS)} or auto")
         header_env(env, f"--step-kernel {item}")
     if s.seconds is not None and not (math.isfinite(s.seconds) and s.seconds > 0):
         parser.error(f"--seconds {s.seconds}: expected a finite number > 0")
@@ -420,7 +422,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", default=None, help="CPU pool worker counts, comma-separated "
                         "(default: powers of two up to the available cores)")
     parser.add_argument("--step-kernel", nargs="+", default=[], metavar="ENV=KIND",
-                        help="the CUDA step kernel per env (direct, staged, staged_obs; default auto)")
+                        help="the CUDA step kernel per env (direct, staged, staged_obs or auto; default auto)")
     s = parser.parse_args(argv)
     check_arguments(parser, s)
     s.seconds = s.seconds or (0.1 if s.quick else 1.0)

@@ -99,7 +99,8 @@ def main() -> None:
              f"- date: {time.strftime('%Y-%m-%dT%H:%M:%S%z')}",
              f"- command: `python scripts/pool_overhead.py --env {args.env} --num-envs "
              f"{' '.join(map(str, args.num_envs))} --workers {' '.join(map(str, args.workers))} "
-             f"--seconds {args.seconds}`", "",
+             f"--seconds {args.seconds} --warmup {args.warmup}"
+             f"{' --parent-share' if args.parent_share else ''}`", "",
              "| num_envs | workers | steps/s | vs C loop x workers | wall us/step | busy mean | busy max "
              "| copy | rest | busy share | worker speed |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]

@@ -133,6 +133,9 @@ def main(argv=None) -> int:
     if s.ncu_child:
         ncu_child(s.ncu_child, s.log2_envs, s.ncu_kernel)
         return 0
+    if not torch.cuda.is_available():
+        parser.error("no CUDA GPU here (torch.cuda.is_available() is False): this script profiles the "
+                     "CUDA kernels on a GPU; scripts/compare_cpu_gpu.py runs without one")
     s.out.mkdir(parents=True, exist_ok=True)
     props = torch.cuda.get_device_properties(0)
     lines = ["# CUDA backend profile", "",

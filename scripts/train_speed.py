@@ -6,8 +6,8 @@
 For each env, two runs of `shoal train` (each its own process, the exact
 command printed in the table):
 
-  cpu   the CPU pool (worker processes on all cores, async double buffering)
-        feeding the learner; learner on the GPU when there is one (pinned
+  cpu   the CPU pool (worker processes on all cores; async double buffering
+        where SIZES asks for two batches, CartPole one) feeding the learner; learner on the GPU when there is one (pinned
         host buffers, non_blocking copies), else on the CPU;
   cuda  the CUDA backend on the GPU feeding a GPU learner (no host copies);
         skipped, and said so, without a GPU.
@@ -156,8 +156,16 @@ def main(argv=None) -> int:
     parser.add_argument("--target", action="append", default=[], metavar="ENV=RETURN",
                         help="stop a run at this evaluation return (cartpole: its config's 475)")
     s = parser.parse_args(argv)
+    targets = {}
+    for item in s.target:
+        env, eq, value = item.partition("=")
+        try:
+            targets[env] = float(value) if eq and env else None
+        except ValueError:
+            targets[env] = None
+        if targets[env] is None:
+            parser.error(f"--target {item}: expected ENV=RETURN (e.g. cartpole=475)")
     s.out.mkdir(parents=True, exist_ok=True)
-    targets = dict(t.split("=") for t in s.target)
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
@@ -175,32 +183,33 @@ def main(argv=None) -> int:
              "| env | backend | steps | train s | SPS | steady SPS | final eval | target reached after | "
              "time split env/copy/forward/learn s |",
              "|---|---|---:|---:|---:|---:|---:|---:|---|"]
-    commands = []
+    commands, failed = [], 0
     for env in s.envs:
         results = []
         for backend in s.backends:
             if backend == "cuda" and not HAS_GPU:
                 lines.append(f"| {env} | cuda | not measured: no GPU | | | | | | |")
                 continue
-            target = targets.get(env)
-            r = train_run(env, backend, s.seconds, float(target) if target else None, s.out, log)
+            r = train_run(env, backend, s.seconds, targets.get(env), s.out, log)
             results.append(r)
             commands.append(f"- {env} [{backend}]: `{r['command']}`")
             if r["rc"] != 0:
+                failed += 1
                 lines.append(f"| {env} | {backend} | failed (rc {r['rc']}, see {env}-{backend}.out) | | | | | | |")
                 continue
             solved = f"{r['solved']:.2f} s" if r["solved"] is not None else "-"
             split = "/".join(f"{v:.1f}" for v in r["split"].values())
             lines.append(f"| {env} | {backend} | {r['steps']:,} | {r['seconds']:.1f} | {r['sps'] / 1e6:.2f} M | "
                          f"{r['steady_sps'] / 1e6:.2f} M | {r['final_eval']:.2f} | {solved} | {split} |")
-        png = s.out / f"train_{env}.png"
-        plot(png, env, [r for r in results if r["rc"] == 0], machine)
+        measured = [r for r in results if r["rc"] == 0]
+        if measured:   # (no empty plot for an env that failed or was not measured)
+            plot(s.out / f"train_{env}.png", env, measured, machine)
     lines += ["", "Commands (each with `--run-dir`):", *commands, ""]
     lines += [f"![train_{env}.png](train_{env}.png)" for env in s.envs if (s.out / f"train_{env}.png").exists()]
     text = "\n".join(lines) + "\n"
     (s.out / "train.md").write_text(text)
     print(text)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

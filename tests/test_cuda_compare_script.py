@@ -21,6 +21,7 @@ def test_quick_run_writes_markdown_naming_the_machine(tmp_path):
     import torch
     if not torch.cuda.is_available():
         assert "not measured: no GPU" in text
+        assert "pinned" not in text   # (no pinned memory without a GPU)
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -32,7 +33,8 @@ def test_quick_run_writes_markdown_naming_the_machine(tmp_path):
 @pytest.mark.parametrize("args,expected", [
     (["--envs", "HalfCheetah"], "HalfCheetah is not a header env"),
     (["--step-kernel", "bogus"], "expected ENV=KIND"),
-    (["--step-kernel", "CartPole=bogus"], "expected ENV=KIND"),
+    (["--step-kernel", "CartPole=bogus"], "expected ENV=KIND, KIND one of direct, staged, staged_obs or auto"),
+    (["--step-kernel", "CartPole=auto", "--envs", "HalfCheetah"], "HalfCheetah is not a header env"),  # auto taken
     (["--repeats", "-1"], "--repeats -1: expected an integer >= 1"),
     (["--seconds", "0"], "expected a finite number > 0"),
 ])
