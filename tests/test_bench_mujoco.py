@@ -136,3 +136,27 @@ def test_cli_mujoco_group(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "## MuJoCo: env-steps/s" in out.stdout and "| HalfCheetah | 2 | C loop |" in out.stdout
     assert "\n| C loop |" not in out.stdout   # the CartPole table is not run
+
+
+def test_physics_build_table_takes_the_builds_ratio_out_of_the_envpool_ratio():
+    """EnvPool links its own MuJoCo: with its build 1.25x slower per
+    mj_step (synthetic), native best / EnvPool best 1.50 at 16 envs is
+    1.20 net of the build; below TARGET_MIN_ENVS no ratio is given; an env
+    whose builds were not measured says why."""
+    Row = section.Row
+    rows = []
+    for n in (4, 16):
+        rows += [Row(section.NATIVE_SYNC, n, 2, [150.0], env="HalfCheetah", batch=n),
+                 Row(section.ENVPOOL_SYNC, n, 2, [100.0], env="HalfCheetah", batch=n)]
+    builds = {"HalfCheetah": (1e6 / 5.0, 1e6 / 4.0), "Hopper": "not measured (OSError: no such file)"}
+    text = "\n".join(section.report(rows, 2, tiny(), "1.2.5", [], builds))
+    assert "| HalfCheetah | 5.00 | 4.00 | 1.25 | 1.50 (16) | 1.20 (16) |" in text
+    assert "| Hopper | not measured (OSError: no such file) |" in text
+
+
+def test_physics_build_rates_of_envpools_mujoco_and_the_wheel():
+    """A tiny real measurement: both builds step gymnasium's XML."""
+    pytest.importorskip("envpool")
+    pytest.importorskip("gymnasium.envs.mujoco")
+    envpool_rate, wheel_rate = section.physics_build_rates("HalfCheetah", rounds=1, seconds=0.02, warmup=0.0)
+    assert envpool_rate > 0 and wheel_rate > 0

@@ -35,6 +35,11 @@ Targets (issue: mujoco), from TARGET_MIN_ENVS envs up: shoal native best
 native best / EnvPool best >= 1.15x on HalfCheetah and Hopper, >= 1.0x on
 Ant, Walker2d and Humanoid.
 
+EnvPool links its own MuJoCo build, which is not exactly as fast as the
+wheel's: with EnvPool installed, each env's XML is also stepped by both
+builds alone (raw mj_step, interleaved rounds; physics_build_rates), and a
+table gives "native best / EnvPool best" net of that build ratio.
+
 The section is skipped with a note when mujoco is not installed; an env
 whose native version cannot be built yet is skipped with a note.
 """
@@ -124,6 +129,110 @@ def envpool_mujoco_version() -> str:
         return f"unknown ({type(e).__name__})"
 
 
+# ---- the physics builds alone ---------------------------------------------------------------
+PHYSICS_CALLS = 500   # mj_steps per timed call
+
+
+def physics_build_rates(name: str, rounds: int, seconds: float, warmup: float) -> tuple[float, float]:
+    """mj_steps/s of env `name`'s gymnasium XML in EnvPool's statically
+    linked MuJoCo (through ctypes, its per-call cost measured on a no-op
+    and taken out) and in the mujoco wheel shoal uses (mj_step's nstep, no
+    per-call cost), in interleaved rounds: (EnvPool's, the wheel's), the
+    median rounds. The two builds are not equally fast, so part of "native
+    best / EnvPool best" is theirs, not the pools'."""
+    import ctypes
+    import os
+    import statistics
+
+    import envpool
+    import gymnasium
+    import mujoco
+
+    from shoal.bench.timing import interleaved
+    from shoal.envs.mujoco import MODELS
+
+    xml = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets", MODELS[name].xml_file)
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(envpool.__file__), "mujoco", "mujoco_gym_envpool.so"))
+    lib.mj_loadXML.restype = ctypes.c_void_p
+    lib.mj_loadXML.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+    lib.mj_makeData.restype = ctypes.c_void_p
+    lib.mj_makeData.argtypes = [ctypes.c_void_p]
+    for fn in (lib.mj_step,):
+        fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p], None
+    lib.mj_deleteData.argtypes = lib.mj_deleteModel.argtypes = [ctypes.c_void_p]
+    lib.mj_version.restype = ctypes.c_int
+    error = ctypes.create_string_buffer(1000)
+    model = lib.mj_loadXML(xml.encode(), None, error, len(error))
+    if not model:
+        raise RuntimeError(f"EnvPool's MuJoCo cannot load {xml}: {error.value.decode()}")
+    data = lib.mj_makeData(model)
+    wheel_model = mujoco.MjModel.from_xml_path(xml)
+    wheel_data = mujoco.MjData(wheel_model)
+    step, noop = lib.mj_step, lib.mj_version
+
+    def envpool_steps():
+        for _ in range(PHYSICS_CALLS):
+            step(model, data)
+        return PHYSICS_CALLS
+
+    def ctypes_calls():
+        for _ in range(PHYSICS_CALLS):
+            noop()
+        return PHYSICS_CALLS
+
+    def wheel_steps():
+        mujoco.mj_step(wheel_model, wheel_data, nstep=PHYSICS_CALLS)
+        return PHYSICS_CALLS
+
+    try:
+        ours, calls, wheel = (statistics.median(rates) for rates in
+                              interleaved([envpool_steps, ctypes_calls, wheel_steps], rounds, seconds, warmup))
+    finally:
+        lib.mj_deleteData(data)
+        lib.mj_deleteModel(model)
+    return 1.0 / (1.0 / ours - 1.0 / calls), wheel
+
+
+def physics_builds(names: list[str], ms: "MujocoSettings", progress) -> dict[str, tuple[float, float] | str]:
+    """physics_build_rates for each env, or why it was not measured."""
+    found = {}
+    for name in names:
+        progress.log(f"[mujoco] {name}: the physics builds alone (mj_step of the same XML)")
+        try:
+            found[name] = physics_build_rates(name, ms.rounds, ms.seconds, ms.warmup)
+        except Exception as e:   # an EnvPool without MuJoCo, or built otherwise
+            found[name] = f"not measured ({type(e).__name__}: {e})"
+    return found
+
+
+def physics_lines(rows: list[Row], builds: dict) -> list[str]:
+    """The physics-build table: each build's mj_step time on the same XML,
+    their ratio, and "native best / EnvPool best" at each num_envs from
+    TARGET_MIN_ENVS up, as measured and divided by that ratio."""
+    if not builds:
+        return []
+    lines = ["", "Physics builds alone (gymnasium's XML of the env, raw mj_step, interleaved rounds; EnvPool "
+                 "links its own MuJoCo): how much of native best / EnvPool best is the builds' speed",
+             "", "| env | EnvPool's MuJoCo us/mj_step | the wheel's us/mj_step | build ratio | "
+                 "native best / EnvPool best (num_envs) | net of the build |", "|---|---:|---:|---:|---|---|"]
+    for name, found in builds.items():
+        if isinstance(found, str):
+            lines.append(f"| {name} | {found} | | | | |")
+            continue
+        envpool_rate, wheel_rate = found
+        build = wheel_rate / envpool_rate
+        measured, net = [], []
+        for env, n in groups(rows):
+            native, theirs = best(rows, env, n, NATIVE), best(rows, env, n, ENVPOOL)
+            if env == name and n >= TARGET_MIN_ENVS and native and theirs and theirs.median:
+                ratio = native.median / theirs.median
+                measured.append(f"{ratio:.2f} ({n})")
+                net.append(f"{ratio / build:.2f} ({n})")
+        lines.append(f"| {name} | {1e6 / envpool_rate:.2f} | {1e6 / wheel_rate:.2f} | {build:.2f} | "
+                     f"{', '.join(measured) or '-'} | {', '.join(net) or '-'} |")
+    return lines
+
+
 # ---- the sweep: per env and num_envs, every contender built together ---------------------
 def contenders(spec, n: int, ms: MujocoSettings, cores: int, have_envpool: bool) -> list[tuple]:
     """(label, workers, batch, opener) at env `spec` and n envs, in the order
@@ -154,8 +263,10 @@ def available(name: str) -> str | None:
     return None
 
 
-def run_all(ms: MujocoSettings, cores: int, have_envpool: bool, progress) -> tuple[list[Row], list[str], list[str]]:
-    """(rows, errors, skipped envs with the reason)."""
+def run_all(ms: MujocoSettings, cores: int, have_envpool: bool,
+            progress) -> tuple[list[Row], list[str], list[str], dict]:
+    """(rows, errors, skipped envs with the reason, physics_builds of the
+    measured envs: {} without EnvPool)."""
     import shoal.envs
 
     specs, skipped = [], []
@@ -169,7 +280,8 @@ def run_all(ms: MujocoSettings, cores: int, have_envpool: bool, progress) -> tup
     plans = [(spec.name, n, partial(contenders, spec, n, ms, cores, have_envpool))
              for spec in specs for n in ms.num_envs]
     rows, errors = measure_groups("mujoco", "MuJoCo", plans, ms.rounds, ms.seconds, ms.warmup, progress)
-    return rows, errors, skipped
+    builds = physics_builds([spec.name for spec in specs], ms, progress) if have_envpool else {}
+    return rows, errors, skipped, builds
 
 
 # ---- report -------------------------------------------------------------------------------
@@ -191,7 +303,7 @@ def targets(rows: list[Row], cores: int) -> tuple[list[str], int, int]:
 
 
 def report(rows: list[Row], cores: int, ms: MujocoSettings, envpool_ver: str | None,
-           skipped: list[str]) -> list[str]:
+           skipped: list[str], builds: dict | None = None) -> list[str]:
     """The section's heading, versions, method, table and targets."""
     import gymnasium
 
@@ -219,7 +331,8 @@ def report(rows: list[Row], cores: int, ms: MujocoSettings, envpool_ver: str | N
         lines += [f"- skipped: {why}" for why in skipped]
     return lines + TABLE.body(rows, cores, targets,
                               f"Targets (from {TARGET_MIN_ENVS} envs up; native best = the best shoal native "
-                              f"row, EnvPool best = its best configuration at the same env and num_envs)")
+                              f"row, EnvPool best = its best configuration at the same env and num_envs)") \
+        + physics_lines(rows, builds or {})
 
 
 def run(ms: MujocoSettings, cores: int, envpool_ver: str | None, progress=None) -> tuple[list[str], list[str]]:
@@ -227,4 +340,4 @@ def run(ms: MujocoSettings, cores: int, envpool_ver: str | None, progress=None) 
     shoal.progress.Progress (default: plain lines on stderr)."""
     return measured(None if mujoco_version() else "mujoco is not installed (`pip install mujoco`).", HEADING,
                     partial(run_all, ms, cores, envpool_ver is not None),
-                    lambda rows, skipped: report(rows, cores, ms, envpool_ver, skipped), progress)
+                    lambda rows, skipped, builds: report(rows, cores, ms, envpool_ver, skipped, builds), progress)
