@@ -157,8 +157,7 @@ def physics_build_rates(name: str, rounds: int, seconds: float, warmup: float) -
     lib.mj_loadXML.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
     lib.mj_makeData.restype = ctypes.c_void_p
     lib.mj_makeData.argtypes = [ctypes.c_void_p]
-    for fn in (lib.mj_step,):
-        fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p], None
+    lib.mj_step.argtypes, lib.mj_step.restype = [ctypes.c_void_p, ctypes.c_void_p], None
     lib.mj_deleteData.argtypes = lib.mj_deleteModel.argtypes = [ctypes.c_void_p]
     lib.mj_version.restype = ctypes.c_int
     error = ctypes.create_string_buffer(1000)
