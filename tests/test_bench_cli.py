@@ -16,6 +16,9 @@ def test_shoal_bench_quick_prints_a_table(tmp_path):
     assert "| C loop |" in out.stdout
     assert "shoal Serial" in out.stdout and "shoal processes sync" in out.stdout
     assert "CPU:" in out.stdout
+    # what ran and under what load, for whoever reads the report later
+    assert "- command: `shoal bench --quick --contenders c_loop,serial,sync,async`" in out.stdout
+    assert "- load average (1, 5, 15 min) at the start:" in out.stdout
     from shoal.pool import available_cores
     if available_cores() > 1:   # the limit measured on every core at once, beside the computed one
         assert "| C loop x cores (measured) |" in out.stdout

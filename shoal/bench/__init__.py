@@ -1,8 +1,12 @@
 """`shoal bench`: CartPole steps per second, shoal vs gymnasium vs EnvPool vs a
 plain C loop, and the Python-env and first-party envs sections.
 
-Every contender runs in the same process and the same run, so the ratios
-hold even on a shared, noisy machine (absolute numbers do not travel).
+Every contender runs in the same process and the same run. The main
+(CartPole) table and the first-party envs section run one config after
+another, so on a shared machine a ratio between their rows moves with the
+load from run to run; the Python-env, MuJoCo and Atari sections interleave
+rounds (below), so that drift hits every contender alike. Absolute numbers
+do not travel; repeat a run before trusting a ratio.
 
 Contenders (each an opener of shoal.bench.steppers, planned in shoal.bench.cartpole):
 
@@ -104,6 +108,7 @@ import argparse
 import datetime
 import os
 import platform
+import shlex
 import sys
 
 import numpy as np
@@ -150,8 +155,9 @@ def main_sweep(s: Settings) -> bool:
     return any(c not in SECTIONS for c in s.contenders)
 
 
-def header(cores: int, envpool_ver: str | None, s: Settings) -> list[str]:
-    """Title, date, machine, versions and (for the main table) the method."""
+def header(cores: int, envpool_ver: str | None, s: Settings, argv: list[str] | None = None) -> list[str]:
+    """Title, date, machine, versions, the command and (for the main table)
+    the method."""
     import gymnasium
 
     import shoal
@@ -165,6 +171,8 @@ def header(cores: int, envpool_ver: str | None, s: Settings) -> list[str]:
         f"- Python {platform.python_version()}, numpy {np.__version__}, gymnasium "
         f"{gymnasium.__version__}, EnvPool {envpool_ver or 'not installed (skipped)'}, "
         f"shoal {shoal.__version__}",
+        "- command: `" + " ".join(["shoal bench", *(shlex.quote(a) for a in
+                                                     (sys.argv[1:] if argv is None else argv))]) + "`",
     ] + ([
         f"- method: {s.seconds:g} s per run ({s.gym_seconds:g} s for gymnasium), "
         f"{s.warmup:g} s warm-up, median of {s.repeats}; actions pre-sampled "
@@ -278,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     if envpool_ver is None and set(s.contenders) & set(ENVPOOL):
         notes.append("EnvPool is not installed (`pip install envpool`): its rows are skipped.")
 
-    report, errors = header(cores, envpool_ver, s), []
+    report, errors = header(cores, envpool_ver, s, argv), []
     python_section, envs_section = PYTHON_SECTION in s.contenders, ENVS_SECTION in s.contenders
     with progress.Progress(args.progress) as shown:   # on stderr; ended before the report is printed
         if python_section:  # first: it forks, and must not while EnvPool's threads exist

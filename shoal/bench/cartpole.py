@@ -15,7 +15,7 @@ from functools import partial
 from typing import Callable
 
 from shoal.bench.steppers import c_loop, c_loop_all_cores, envpool_env, gym_make, gym_vector, native_pool
-from shoal.bench.timing import Result, Settings, format_rate, measure
+from shoal.bench.timing import Result, Settings, format_rate, load_average, measure
 
 ENV = "CartPole"
 GYM_ENV_ID = "CartPole-v1"
@@ -234,6 +234,7 @@ def run(s: Settings, cores: int, envpool_ver: str | None, progress=None) -> tupl
     (default: plain lines on stderr)."""
     from shoal.progress import Progress
 
-    results, errors = run_all(s, envpool_ver is not None, progress or Progress("plain"), cores)
+    (results, errors), load = load_average(lambda: run_all(s, envpool_ver is not None,
+                                                           progress or Progress("plain"), cores))
     results = with_computed_limit(results, cores)
-    return table(results) + [""] + headline(results, cores, envpool_ver), errors
+    return [load, ""] + table(results) + [""] + headline(results, cores, envpool_ver), errors

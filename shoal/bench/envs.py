@@ -21,6 +21,7 @@ One env alone: `run(seconds, warmup, repeats, cores, envs=["corridor"])`.
 """
 from __future__ import annotations
 
+import os
 import statistics
 
 import numpy as np
@@ -123,4 +124,7 @@ def run(seconds: float, warmup: float, repeats: int, cores: int, envs: list[str]
               "actions crash most of them early), counted in the same timed runs as \"Serial, 1 core\". "
               "\"met\": Serial, one process on one core, reaches the per-core target in live "
               "agent-steps."]
+    lines.insert(3, f"- load average (1, 5, 15 min) at the end: "
+                    f"{', '.join(f'{a:.1f}' for a in os.getloadavg())} (configs run one after another: "
+                    f"ratios between columns move with the load)")
     return lines, errors

@@ -115,8 +115,8 @@ def python_report(results: list[Result], cores: int, s: Settings) -> list[str]:
 def python_targets(results: list[Result], cores: int, s: Settings) -> list[str]:
     """shoal (default workers) / each other vectorizer, against the targets;
     a target applies from PY_TARGET_MIN_ENVS envs up."""
-    lines = [f"| ratio of medians (shoal with {cores} workers, its default) | num_envs | target "
-             f"| measured | met |", "|---|---:|---:|---:|---|"]
+    lines = [f"| ratio of medians (shoal with its default workers: the {cores} cores, at most num_envs) "
+             f"| num_envs | target | measured | met |", "|---|---:|---:|---:|---|"]
     for n in s.python_num_envs:
         shoal = python_default(results, n, cores)
         for label, target in PY_TARGETS:

@@ -24,13 +24,12 @@ import argparse
 import contextlib
 import gc
 import math
-import os
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
 
 from shoal.bench.steppers import c_loop, envpool_env, gym_vector, native_pool
-from shoal.bench.timing import Result, format_rate, interleaved
+from shoal.bench.timing import Result, format_rate, interleaved, load_average
 from shoal.progress import Progress
 
 # Contenders (table labels) that several sections have.
@@ -158,15 +157,6 @@ def measure_groups(name: str, title: str, groups: list[tuple[str, int, Callable[
         rows += group
         errors += group_errors
     return rows, errors
-
-
-def load_average(run: Callable[[], object]) -> tuple[object, str]:
-    """run()'s result and a report line with the load average before and after."""
-    before = os.getloadavg()
-    result = run()
-    after = os.getloadavg()
-    load = [", ".join(f"{a:.1f}" for a in avg) for avg in (before, after)]
-    return result, f"- load average (1, 5, 15 min) at the start: {load[0]}; at the end: {load[1]}"
 
 
 def measured(missing: str | None, heading: str, measure: Callable, report: Callable[..., list[str]],

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import platform
 import statistics
 import time
@@ -288,3 +289,12 @@ def cpu_model() -> str:
 def cpu_line(cores: int) -> str:
     """The machine line's CPU part: "CPU: <model>, <cores> available cores"."""
     return f"CPU: {cpu_model()}, {cores} available cores"
+
+
+def load_average(run: Callable[[], object]) -> tuple[object, str]:
+    """run()'s result and a report line with the load average before and after."""
+    before = os.getloadavg()
+    result = run()
+    after = os.getloadavg()
+    load = [", ".join(f"{a:.1f}" for a in avg) for avg in (before, after)]
+    return result, f"- load average (1, 5, 15 min) at the start: {load[0]}; at the end: {load[1]}"
