@@ -124,6 +124,37 @@ def test_observations_stay_within_the_header_bounds(folder):
     pool.close()
 
 
+@pytest.mark.parametrize("folder", HEADER_ENVS)
+def test_a_step_returns_one_exactly_when_every_live_row_ended(folder):
+    """The header contract: P_step returns 1 exactly when the episode is
+    over (every row live before the step is terminated or truncated). The
+    pool autoresets and counts episodes by that return alone, so a step
+    that sets every flag and returns 0 (or the reverse) ran on silently:
+    checked here over random play, per env and step, from the episodes the
+    pool counted."""
+    spec, binding = header_env(folder)
+    num_envs = 8
+    if not spec.max_episode_steps or spec.max_episode_steps > 200:   # (Snake's end only at the limit)
+        spec = shoal.envs.spec(spec.name, max_episode_steps=200)
+    pool = Serial(spec, num_envs, seed=0)
+    table = action_table(num_envs * spec.agents, spec, table_rows=64, dtype=binding.ACT_DTYPE, seed=1)
+    pool.reset(seed=0)
+    ends = 0
+    for t in range(600):
+        live = pool.masks.reshape(num_envs, spec.agents).copy()
+        before = pool._buffers.episodes["finished"].copy()
+        _, _, term, trunc, _ = pool.step(table[t % len(table)])
+        ended = (term | trunc).reshape(num_envs, spec.agents)
+        over = live.any(axis=1) & (ended | ~live).all(axis=1)
+        counted = pool._buffers.episodes["finished"] > before
+        assert (over == counted).all(), (f"step {t}: envs {np.flatnonzero(over != counted).tolist()}: every "
+                                         f"live row ended {over[over != counted].tolist()}, the step returned 1 "
+                                         f"{counted[over != counted].tolist()}")
+        ends += int(over.sum())
+    pool.close()
+    assert ends > 0, "no episode ended in 600 random steps: the check saw nothing"
+
+
 def test_every_shipped_spec_matches_its_header():
     for name in shoal.envs.names():
         spec = shoal.env_spec(name)
