@@ -72,9 +72,10 @@ def test_auto_and_fallbacks(monkeypatch):
 
 
 def masked(stdout: str) -> list[str]:
-    """The report without its date and its measured numbers."""
+    """The report without its date, its command line (which names the
+    --progress mode) and its measured numbers."""
     return [re.sub(r"\d+(\.\d+)?( [GMk])?", "#", line) for line in stdout.splitlines()
-            if not line.startswith("- date:")]
+            if not line.startswith(("- date:", "- command:"))]
 
 
 BENCH = ["--contenders", "c_loop", "--num-envs", "64", "--seconds", "0.01", "--warmup", "0", "--repeats", "1"]
