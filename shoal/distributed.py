@@ -55,6 +55,23 @@ NODE_SUM_FIRST_BYTES = 1 << 20
 NODE_SUM_MAX_BYTES = 1 << 28
 
 
+def _exited(pid: int) -> bool:
+    """Whether process `pid` is gone or a zombie: torchrun reaps its ranks
+    only when it shuts them all down, so a rank that exited stays a zombie,
+    which os.kill(pid, 0) still finds."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 class DistError(RuntimeError):
     """A distributed run that cannot start as configured, or whose peer stopped answering."""
 
@@ -155,13 +172,9 @@ class NodeSum:
         missing = self._native.ranks_meet(self.words_address, self.rank, self.world, self.generation, slice_s)
         while missing >= 0:
             waited = time.monotonic() - start
-            try:
-                os.kill(self.pids[missing], 0)
-            except ProcessLookupError:
+            if _exited(self.pids[missing]):
                 raise DistError(f"rank {missing} (pid {self.pids[missing]}) exited while rank {self.rank} "
-                                f"waited for it in a sum over the ranks") from None
-            except PermissionError:
-                pass
+                                f"waited for it in a sum over the ranks")
             if waited >= self.timeout_s:
                 raise DistError(f"rank {missing} did not reach sum {self.generation} within [dist] timeout = "
                                 f"{self.timeout_s:g} s (rank {self.rank} waited)")

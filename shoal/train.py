@@ -1692,6 +1692,22 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
             policy.train()
         return r["mean_return"]
 
+    # Under torchrun the ranks stop together: a Ctrl-C or SIGTERM is held
+    # until the update's collective, which tells every rank. (A rank that
+    # stopped alone, in its rollout, left another waiting for it in the
+    # update's sums, until torchrun's 30 s grace killed that one before any
+    # checkpoint.) Alone, a run stops at once, as before.
+    signals_for_the_ranks = contextlib.ExitStack()
+    held_for_the_ranks = signals_for_the_ranks.enter_context(sigint_deferred()) if dist.enabled else None
+
+    def stop_or_hold(signalled: list) -> None:
+        """After a deferred block: stop now (one process) or leave the
+        signal to the next collective (torchrun)."""
+        if held_for_the_ranks is None:
+            stop_if_signalled(signalled)
+        else:
+            held_for_the_ranks.extend(signalled)
+
     try:
         ro = (DeviceRollout if vc["backend"] == "cuda" else Rollout)(pool, policy, cfg, device, timers,
                                                                      reward_scaler)
@@ -1718,7 +1734,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                 # both counters move at once, and only after the update
                 progress.update(global_step=progress["global_step"] + batch, update=progress["update"] + 1)
                 mid_update = False
-            stop_if_signalled(signalled)
+            stop_or_hold(signalled)
 
             s = pool.episode_stats()
             ended = [s["episodes"], s["mean_return"] * s["episodes"], s["mean_length"] * s["episodes"]] \
@@ -1734,9 +1750,15 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                         and progress["solved_seconds"] is None):
                     progress["solved_seconds"], progress["solved_step"] = now, progress["global_step"]
                     done = True
-            if dist.enabled:  # one collective per update: episodes summed over ranks, rank 0 decides the end
-                *ended, stop = dist.sum_floats([*ended, float(done and dist.is_main)])
+            if dist.enabled:  # one collective per update: episodes summed over ranks, rank 0 decides the
+                # end, and a signal any rank holds stops them all here (each then as SIGTERM if any had it)
+                terms = float(signal.SIGTERM in held_for_the_ranks)
+                *ended, stop, terms, signalled_ranks = dist.sum_floats(
+                    [*ended, float(done and dist.is_main), terms, float(bool(held_for_the_ranks))])
                 done = stop > 0
+                if signalled_ranks:
+                    held_for_the_ranks.clear()
+                    raise Terminated if terms else KeyboardInterrupt
             episodes += int(ended[0])
             ret_sum += ended[1]
             len_sum += ended[2]
@@ -1771,10 +1793,12 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                     except OSError as e:   # disk full, say: the last checkpoint stays; train on
                         print(f"\nwarning: could not write the checkpoint {ckpt_path} ({e}); the one "
                               f"before stays, training goes on", file=sys.stderr)
-                stop_if_signalled(signalled)   # held back during the save: stop now
+                stop_or_hold(signalled)   # held back during the save: stop now (or at the next collective)
                 last_ckpt = now
             if done:
                 break
+        signals_for_the_ranks.close()   # past the last collective: a signal stops this rank at once
+        stop_if_signalled(held_for_the_ranks or [])
         finished = True
     except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM (Terminated)
         summary["interrupted"] = True
@@ -1801,6 +1825,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
             dist.close()
         raise
     finally:
+        signals_for_the_ranks.close()   # (the handlers back before the save's own deferral)
         # The save first (a broken pool may fail to close), and whole: a second
         # Ctrl-C waits until it is done, then ends the run (no final evaluation).
         saved = False

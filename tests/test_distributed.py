@@ -365,3 +365,65 @@ def test_ranks_end_when_their_launcher_is_killed(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_zombie_rank_counts_as_exited():
+    """torchrun reaps its ranks only when it shuts them all down: a rank
+    that exited is a zombie until then, which os.kill(pid, 0) still finds;
+    a rank waiting for it in a shared-memory sum must see it gone (it hung
+    until torchrun's 30 s grace killed it, no checkpoint written)."""
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:   # exited, not yet reaped
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().rpartition(")")[2].split()[0] == "Z":
+                    break
+            time.sleep(0.01)
+        os.kill(child, 0)                                   # found all the same
+        assert distributed._exited(child)
+        assert not distributed._exited(os.getpid())
+    finally:
+        os.waitpid(child, 0)
+    assert distributed._exited(child)                       # reaped: gone
+
+
+def test_a_signal_to_one_rank_stops_every_rank_at_the_next_update(tmp_path):
+    """SIGTERM to rank 1 alone (a scheduler signalling one process, or a
+    rank that got the signal while the other was inside an update): the
+    ranks hold it to the update's collective and stop together there, so
+    rank 0 writes its final checkpoint and nobody waits in a sum for a rank
+    that left."""
+    cmd = torchrun(2, "train", "cartpole", "--run-dir", str(tmp_path / "run"), "--vec.num-envs", "8",
+                   "--train.max-train-seconds", "0", "--train.total-timesteps", "100_000_000",
+                   "--train.target-return", "0", "--train.eval-interval", "0", "--train.dashboard", "none",
+                   "--train.checkpoint-interval", "0")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, cwd=tmp_path)
+    try:
+        pids, lines = {}, []
+        deadline = time.monotonic() + 120
+        while len(pids) < 2 and time.monotonic() < deadline:  # each rank's start line names its pid
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("shoal train: rank"):
+                pids[int(line.split()[3])] = int(line.split("pid ")[1].split(")")[0])
+        assert len(pids) == 2, "".join(lines)
+        time.sleep(2.0)  # training under way
+        signalled = time.monotonic()
+        os.kill(pids[1], signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        took = time.monotonic() - signalled
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out = "".join(lines) + out
+    assert took < 20, (took, out[-3000:])
+    assert "terminated: writing a final checkpoint" in out, out[-3000:]
+    saved = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
+    assert saved["progress"]["update"] > 0, saved["progress"]
