@@ -247,8 +247,8 @@ def _train(args: list[str]) -> int:
         if ranks is not None:
             train.check_world_split(cfg, ranks)
             _check_rank_setup(cfg, ranks)
-            if resume is not None:
-                train.load_checkpoint(resume)  # a missing or corrupt one: its error, not every rank's
+            if resume is not None:   # a missing, corrupt or other env's one: its error, not every rank's
+                train.check_checkpoint_env(train.load_checkpoint(resume), cfg, resume)
     except (config.ConfigError, ValueError, FileNotFoundError) as e:  # train.RunError too
         print(f"shoal train: error: {e}", file=sys.stderr)
         return 2
@@ -263,9 +263,13 @@ def _train(args: list[str]) -> int:
         from shoal.distributed import DistError   # (or a rank cannot join or lost a peer: one line per rank)
         from shoal.pool import WorkerError  # imported by then: training uses the pool
         # OSError: a final save on a full disk; MemoryError: a pool too big for memory
-        if not isinstance(e, (WorkerError, DistError, OSError, MemoryError)):
+        lost_peer = _lost_a_peer(e)
+        if not (lost_peer or isinstance(e, (WorkerError, DistError, OSError, MemoryError))):
             raise
         message = e.strerror if isinstance(e, train.CheckpointError) else str(e)   # (its errno prefix dropped)
+        if lost_peer:
+            message = (f"a collective over the ranks failed: another rank left or stopped answering "
+                       f"({message.strip().splitlines()[0] if message.strip() else type(e).__name__})")
         notes = list(getattr(e, "__notes__", []))
         rank = os.environ.get("RANK")
         if rank is not None and _one_of_several_ranks() and not any("data-parallel rank" in n for n in notes):
@@ -288,6 +292,15 @@ def _train(args: list[str]) -> int:
               + (f"; final eval mean return {summary['eval_return']:.2f}" if "eval_return" in summary else "")
               + f"\ncheckpoint: {summary['checkpoint']}")
     return status
+
+
+def _lost_a_peer(error: BaseException) -> bool:
+    """Whether `error` is torch.distributed's for a collective whose peer
+    went away (gloo: a connection reset or refused, a timeout): a rank's
+    one-line error, not a Python traceback per rank."""
+    torch_dist = sys.modules.get("torch.distributed")
+    kinds = tuple(k for k in (getattr(torch_dist, "DistError", None),) if isinstance(k, type))
+    return isinstance(error, kinds) or (isinstance(error, RuntimeError) and "gloo" in str(error))
 
 
 def _check_rank_setup(cfg: dict, ranks: int) -> None:

@@ -1486,6 +1486,13 @@ def check_world_split(cfg: dict, world: int) -> tuple[int, int | None]:
     local = vc["num_envs"] // world
     if vc["backend"] == "multiprocessing" and vc["num_workers"] > local:  # [vec] num_workers is per rank
         raise shoal_config.ConfigError(shoal_config.workers_exceed_envs(vc["num_workers"], vc["num_envs"], world))
+    tc = cfg["train"]
+    agents = shoal.env_spec(cfg["env"]["name"], **shoal_config.env_kwargs(cfg["env"])).agents
+    rank_batch = tc["num_steps"] * local * agents   # each rank's minibatches cut its own rows
+    if tc["num_minibatches"] > rank_batch:
+        raise shoal_config.ConfigError(
+            f"[train] num_minibatches = {tc['num_minibatches']}: expected at most each rank's batch, "
+            f"[train] num_steps x [vec] num_envs / {world} ranks x agents = {rank_batch}")
     workers = None
     if vc["backend"] == "multiprocessing" and vc["num_workers"] == 0:
         # as the pool's own default, over this rank's share of the cores: a
@@ -1519,6 +1526,13 @@ def train(cfg: dict, resume: str | None = None, run_dir: str | None = None) -> d
         return _train(cfg, resume, run_dir)
 
 
+def check_checkpoint_env(ckpt: dict, cfg: dict, path: str) -> None:
+    """RunError unless checkpoint `ckpt` (from `path`) trained cfg's env."""
+    saved = ckpt["config"]["env"]["name"]
+    if shoal.env_spec(saved).name != shoal.env_spec(cfg["env"]["name"]).name:
+        raise RunError(f"checkpoint {path} is for {saved}, not {cfg['env']['name']}")
+
+
 def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     run_dir_arg = run_dir
     cfg = {section: dict(keys) for section, keys in cfg.items()}  # ours to amend, not the caller's
@@ -1526,8 +1540,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     if resume:
         ckpt = load_checkpoint(resume)
         saved = ckpt["config"]
-        if shoal.env_spec(saved["env"]["name"]).name != shoal.env_spec(cfg["env"]["name"]).name:
-            raise RunError(f"checkpoint {resume} is for {saved['env']['name']}, not {cfg['env']['name']}")
+        check_checkpoint_env(ckpt, cfg, resume)
         saved_policy = {**POLICY_PREDATED, **saved["policy"]}
         saved_env = {**cfg["env"], **ENV_PREDATED, **saved["env"]}
         notes = distributed.planned_main_rank()   # rank 0 alone says what the resume replaces

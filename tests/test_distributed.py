@@ -95,6 +95,13 @@ def test_world_split_is_checked_before_any_rank_waits():
                                    "--vec.num-batches", "2"])
     local, workers = train.check_world_split(cfg, 2)
     assert local == 32 and workers >= 2 and workers % 2 == 0   # whole batches, each with its workers
+    # minibatches cut each rank's rows: 8 envs / 2 ranks x 16 steps = 64 rows per rank (it was
+    # clamped to 64 one-row minibatches, which learnt nothing)
+    cfg = config.load("cartpole", ["--vec.num-envs", "8", "--train.num-steps", "16",
+                                   "--train.num-minibatches", "100"])
+    with pytest.raises(config.ConfigError, match=r"num_minibatches = 100: expected at most each rank's batch, "
+                                                 r".* = 64"):
+        train.check_world_split(cfg, 2)
 
 
 def test_nproc_misuse_is_a_clear_error(capsys, monkeypatch):
@@ -109,6 +116,20 @@ def test_nproc_misuse_is_a_clear_error(capsys, monkeypatch):
     assert cli.main(["train", "cartpole", "--nproc", "2", "--dist.backend", "nccl",
                      "--train.device", "cpu"]) == 2   # refused once, before torchrun starts ranks
     assert "shoal train: error: [dist] backend = nccl needs the learner on a GPU" in capsys.readouterr().err
+
+
+def test_nproc_refuses_another_envs_checkpoint_before_torchrun(capsys, tmp_path):
+    """--nproc checks --resume's checkpoint before torchrun starts, its env
+    too: one error line (each rank printed it, with torchrun's lines)."""
+    from shoal import cli
+    run = tmp_path / "cp"
+    train.train(config.load("cartpole", ["--train.total-timesteps", "512", "--train.eval-interval", "0",
+                                         "--train.dashboard", "none", "--train.tensorboard", "false",
+                                         "--vec.num-envs", "4", "--train.num-steps", "16"]), run_dir=str(run))
+    capsys.readouterr()
+    assert cli.main(["train", "snake", "--nproc", "2", "--resume", str(run / "checkpoint.pt")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error") == 1 and f"checkpoint {run / 'checkpoint.pt'} is for cartpole, not snake" in err, err
 
 
 def test_a_gpu_the_machine_lacks_is_refused_before_torchrun(capsys, monkeypatch):
@@ -186,6 +207,27 @@ def test_a_rank_that_cannot_join_is_one_error_line(capsys, monkeypatch, tmp_path
     err = capsys.readouterr().err
     assert status == 1 and err.startswith("shoal train: error: WORLD_SIZE > 1 but RANK is not set"), err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("error", [
+    RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:4242: "
+                 "Connection reset by peer\nException raised from recvAsync"),
+    torch.distributed.DistNetworkError("Connection refused"),
+])
+def test_a_rank_that_lost_a_peer_in_a_collective_is_one_error_line(error, capsys, monkeypatch):
+    """gloo's error for a peer gone mid-collective (multi-node runs,
+    [dist] node_sum off): shoal train's one error line per rank, not a
+    Python traceback each."""
+    from shoal import cli
+
+    def lose_a_peer(*args, **kwargs):
+        raise error
+    monkeypatch.setattr(train, "train", lose_a_peer)
+    status = cli.main(["train", "cartpole", "--train.dashboard", "none"])
+    err = capsys.readouterr().err
+    assert status == 1 and err.startswith("shoal train: error: a collective over the ranks failed: another rank "
+                                          "left or stopped answering ("), err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 
 # ---- torchrun end to end ----------------------------------------------------
