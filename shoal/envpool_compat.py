@@ -224,18 +224,42 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
             return actions[:, 0]
         return actions
 
-    def step(self, actions, env_id=None):
-        """The pool's step (env_id: EnvPool's, see NativePool.step)."""
-        return self._result(self.pool.step(self._actions(actions), env_id))
+    def step(self, action=None, env_id=None, *, actions=None):
+        """The pool's step (env_id: EnvPool's, see NativePool.step). As
+        EnvPool's, `action` may be a dict {"action": ..., "env_id": ...}."""
+        action, env_id = _action_and_ids(action, actions, env_id)
+        return self._result(self.pool.step(self._actions(action), env_id))
 
-    def send(self, actions, env_id=None, *, env_ids=None) -> None:
+    def send(self, action=None, env_id=None, *, actions=None, env_ids=None) -> None:
         """The pool's send: actions for the batch the last recv() returned
-        (env_id: EnvPool's name for the pool's env_ids)."""
-        self.pool.send(self._actions(actions), env_ids, env_id=env_id)
+        (env_id: EnvPool's name for the pool's env_ids). On a sync pool, as
+        EnvPool's, any subset of the envs may be sent: recv() then returns
+        their step (it is stepped here)."""
+        action, env_id = _action_and_ids(action, actions, env_id)
+        if env_id is not None and env_ids is not None:
+            raise TypeError("send() takes env_id or env_ids, not both")
+        ids = env_id if env_id is not None else env_ids
+        if not self.pool.is_async and ids is not None and not self.pool._in_flight \
+                and not np.array_equal(np.asarray(ids), np.arange(self.num_envs)):
+            self._sent_step = self.pool.step(self._actions(action), ids)
+            return
+        self.pool.send(self._actions(action), ids)
 
-    def recv(self):
-        """The pool's recv: the next batch."""
-        return self._result(self.pool.recv())
+    def recv(self, reset: bool = False, return_info: bool = True):
+        """The pool's recv: the next batch (EnvPool's arguments: reset=True
+        returns (obs, info) as reset() does, or obs alone without
+        return_info; else the step's 5-tuple)."""
+        sent, self._sent_step = self.__dict__.get("_sent_step"), None
+        result = self._result(sent if sent is not None else self.pool.recv(), reset=reset)
+        if reset:
+            return (result[0], result[-1]) if return_info else result[0]
+        return result
+
+    def seed(self, seed=None) -> None:
+        """EnvPool's seed(): abandoned there, a no-op with a warning; seeds are
+        make()'s `seed` (env i gets seed + i), or reset(seed=...) here."""
+        warnings.warn("seed() does nothing (as EnvPool's, which abandoned it): pass make(..., seed=...) "
+                      "or reset(seed=...)", stacklevel=2)
 
     def reset(self, env_id=None, *, seed=None, options: dict | None = None):
         """The pool's reset, except that options["reset_mask"] returns the
@@ -370,6 +394,25 @@ def list_all_envs() -> list[str]:
     return ids
 
 
+def _action_and_ids(action, actions, env_id):
+    """step()/send()'s action under either name (EnvPool's `action`, the
+    pool's `actions`), and EnvPool's dict form {"action": ..., "env_id": ...}."""
+    if actions is not None:
+        if action is not None:
+            raise TypeError("pass the actions once: action (EnvPool's name) or actions")
+        action = actions
+    if isinstance(action, dict):
+        if set(action) - {"action", "env_id"} or "action" not in action:
+            raise ValueError(f"a dict of actions holds 'action' and optionally 'env_id' (EnvPool's form), got "
+                             f"keys {sorted(action)}")
+        if env_id is not None and action.get("env_id") is not None:
+            raise ValueError("env_id given both in the dict and as an argument")
+        action, env_id = action["action"], action.get("env_id", env_id)
+    if action is None:
+        raise TypeError("step() / send() need the actions")
+    return action, env_id
+
+
 def _resolve(task_id: str):
     """(shoal env name, default max_episode_steps, family) of an EnvPool task id."""
     match = re.fullmatch(r"(.+)-v(0|[1-9]\d*)", str(task_id))
@@ -386,9 +429,11 @@ def _resolve(task_id: str):
         return name, ENVPOOL_ATARI_DEFAULTS["max_episode_steps"], "atari"
     if spec.binding == MUJOCO_BINDING and version == 5:
         return name, spec.max_episode_steps, "mujoco"
-    raise ValueError(f"EnvPool task {task_id!r}: shoal has {name} as {name}-v"
-                     f"{5 if name != 'CartPole' else '1'} only (MuJoCo: gymnasium v5's semantics; "
-                     f"EnvPool's v3 / v4 differ from it)")
+    if name == "CartPole":
+        raise ValueError(f"EnvPool task {task_id!r}: shoal has CartPole as CartPole-v0 and CartPole-v1 only")
+    why = "gymnasium v5's semantics; EnvPool's v3 / v4 differ from it" if spec.binding == MUJOCO_BINDING \
+        else "EnvPool's Atari ids are all v5"
+    raise ValueError(f"EnvPool task {task_id!r}: shoal has {name} as {name}-v5 only ({why})")
 
 
 def _take_fixed(options: dict, fixed: dict, task_id: str) -> None:
@@ -489,6 +534,9 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
         raise
     if family != "atari":   # EnvPool's config has the task's threshold (CartPole-v0's is gymnasium's 195)
         envs.config_extra = {"reward_threshold": 195.0 if task_id == "CartPole-v0" else pool.spec.reward_threshold}
+    else:   # EnvPool's Atari config names the game by its ROM id ("pong", "montezuma_revenge")
+        from shoal.envs.atari import ROM_IDS
+        envs.config_extra = {"task": ROM_IDS[name]}
     return envs
 
 

@@ -544,6 +544,46 @@ def test_envpool_compat_make_has_envpools_spaces_and_config_keys():
         theirs.close()
 
 
+def test_envpool_compat_takes_envpools_call_forms(no_leaks):
+    """EnvPool 1.2.5's signatures, as its clients call them: step/send's
+    `action=` keyword and dict form, send() of any subset on a sync pool
+    with recv() returning it, recv(reset, return_info), seed() (abandoned
+    there: a no-op with a warning), 0 / 1 for Atari's bool options, the
+    game's ROM id as config["task"], and a wrong version's error naming the
+    family."""
+    import shoal.envpool_compat as compat
+    with compat.make("CartPole-v1", env_type="gymnasium", num_envs=4, seed=0) as envs, \
+            compat.make("CartPole-v1", env_type="gymnasium", num_envs=4, seed=0) as twin:
+        envs.reset()
+        twin.reset()
+        zeros = np.zeros(4, np.int32)
+        assert_same(envs.step(action=zeros), twin.step(zeros))
+        pair = np.array([2, 0])
+        assert_same(envs.step({"action": zeros[:2], "env_id": pair}), twin.step(zeros[:2], pair))
+        envs.send(np.ones(2, np.int32), env_id=np.array([3, 1]))   # a subset, sync
+        ours = envs.recv()
+        assert_same(ours, twin.step(np.ones(2, np.int32), np.array([3, 1])))
+        np.testing.assert_array_equal(ours[-1]["env_id"], [3, 1])
+        envs.send(action=zeros)                                     # every env, then
+        assert_same(envs.recv(), twin.step(zeros))
+        with pytest.warns(UserWarning, match="seed\\(\\) does nothing"):
+            assert envs.seed(3) is None
+        with pytest.raises(TypeError, match="once"):
+            envs.step(zeros, actions=zeros)
+    pytest.importorskip("ale_py", reason="Atari envs need ale-py")
+    with compat.make("Pong-v5", env_type="gymnasium", num_envs=4, batch_size=2, seed=0, gray_scale=0,
+                     episodic_life=1) as envs:
+        assert envs.config["task"] == "pong" and envs.config["gray_scale"] is False
+        assert envs.observation_space.shape == (12, 84, 84)
+        envs.async_reset()
+        obs, info = envs.recv(reset=True)
+        assert obs.shape == (2, 12, 84, 84) and "lives" in info
+        envs.send(np.zeros(2, np.int32), env_id=info["env_id"])
+        assert envs.recv(reset=True, return_info=False).shape == (2, 12, 84, 84)
+    with pytest.raises(ValueError, match=r"Pong as Pong-v5 only \(EnvPool's Atari ids are all v5\)"):
+        compat.make("Pong-v4", env_type="gymnasium", num_envs=1)
+
+
 def test_envpool_compat_renders_as_envpool_does(no_leaks, monkeypatch):
     """EnvPool's render: make(..., render_mode="rgb_array"), then
     render(env_ids=None) stacks env 0's frame, render(env_ids=[...]) those

@@ -167,8 +167,11 @@ def configure(spec: EnvSpec, **kwargs) -> EnvSpec:
     merged["repeat_action_probability"] = float(p)
     for key in ("gray_scale", "channels_first", "episodic_life", "terminal_on_life_loss", "reward_clip",
                 "use_fire_reset", "full_action_space"):
+        if isinstance(merged[key], (int, np.integer)) and not isinstance(merged[key], bool) \
+                and merged[key] in (0, 1):
+            merged[key] = bool(merged[key])   # 0 / 1 as EnvPool and ale-py take them
         if not isinstance(merged[key], (bool, np.bool_)):
-            raise ValueError(f"{name}: {key} must be a bool, got {merged[key]!r}")
+            raise ValueError(f"{name}: {key} must be a bool (or 0 / 1), got {merged[key]!r}")
         merged[key] = bool(merged[key])
     if merged["episodic_life"] and merged["terminal_on_life_loss"]:
         raise ValueError(f"{name}: episodic_life (a lost life ends the episode, the game goes on) and "
