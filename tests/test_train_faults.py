@@ -378,6 +378,36 @@ def test_second_ctrl_c_during_the_final_save(tmp_path, monkeypatch, sigint_raise
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored after the save
 
 
+def test_more_ctrl_cs_while_the_run_closes_still_return_its_summary(tmp_path, monkeypatch, sigint_raises):
+    """A user pressing Ctrl-C again and again (a notebook's interrupt
+    button): after the first stopped training, one landing in the pool's
+    close is the same stop; train() returns its summary (it raised out of
+    train(), the summary and its checkpoint path lost)."""
+    from shoal.pool.native import NativePool
+    real_update, real_close, updates = train.ppo_update, NativePool.close, []
+
+    def update(*args):
+        updates.append(1)
+        if len(updates) == 2:
+            raise KeyboardInterrupt  # the first Ctrl-C
+        return real_update(*args)
+
+    def close_with_a_ctrl_c(self):
+        if not self.closed and updates:
+            os.kill(os.getpid(), signal.SIGINT)   # the next press, as the run closes
+        real_close(self)
+
+    monkeypatch.setattr(train, "ppo_update", update)
+    monkeypatch.setattr(NativePool, "close", close_with_a_ctrl_c)
+    try:
+        summary = train.train(tiny(), run_dir=str(tmp_path))
+    except KeyboardInterrupt:
+        pytest.fail("a Ctrl-C while the run closed escaped train()")
+    assert summary["interrupted"] and summary["checkpoint"] == str(tmp_path / "checkpoint.pt")
+    assert train.load_checkpoint(summary["checkpoint"])["progress"]["update"] == 1
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # restored
+
+
 def test_worker_error_saves_the_real_training_time_and_exits_non_zero(tmp_path, monkeypatch, capsys):
     real, calls = train.Rollout.collect, []
 
