@@ -436,6 +436,14 @@ def test_spaces_and_options():
     for bad in (dict(mode=-1), dict(difficulty=1.0), dict(mode="1")):
         with pytest.raises(ValueError, match="must be an int >= 0"):
             shoal.envs.spec("Pong", **bad)
+    # held in C ints: past 2**31 - 1 an error naming the key (was an OverflowError in the binding)
+    for key in ("max_episode_steps", "stack_num", "noop_max"):
+        with pytest.raises(ValueError, match=rf"Pong: {key} must be at most 2\*\*31 - 1"):
+            shoal.envs.spec("Pong", **{key: 2**31})
+    # 0 / 1 for the bool options, as EnvPool and ale-py take them
+    assert shoal.envs.spec("Pong", gray_scale=0).env_kwargs["gray_scale"] is False
+    with pytest.raises(ValueError, match="gray_scale must be a bool \\(or 0 / 1\\), got 2"):
+        shoal.envs.spec("Pong", gray_scale=2)
     with pytest.raises(ValueError, match=r"Pong: mode=99 is not one of the game's modes \[0, 1\]"):
         shoal.make("Pong", 1, backend="serial", mode=99)
     with pytest.raises(ValueError, match=r"Pong: difficulty=5 is not one of the game's difficulties \[0, 1, 2, 3\]"):

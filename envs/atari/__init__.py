@@ -134,8 +134,13 @@ INSTALL_HINT = 'pip install "shoal[atari]"'
 
 
 def _int_at_least(name: str, key: str, value, low: int) -> int:
+    """`value` as an int in [low, 2**31 - 1] (the binding and ale-py hold
+    these options in C ints); ValueError naming `key` otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError(f"{name}: {key} must be an int >= {low}, got {value!r}")
+    if value > 2**31 - 1:
+        raise ValueError(f"{name}: {key} must be at most 2**31 - 1 (a C int), got {value!r}; None is no "
+                         f"limit where the option takes it")
     return int(value)
 
 
