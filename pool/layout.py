@@ -94,9 +94,21 @@ def _attach_region(dup_fd, size):
     return SharedRegion(size, dup_fd.detach())
 
 
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+# What a library-backed env holds besides the pool's buffers (its emulator,
+# its mjData), per env, for the memory check: measured as the proportional
+# set size of parent + workers (a probe, 2026-11-25: Pong 0.87-1.08 MiB per
+# env at 64-256 envs; Humanoid 227 KiB at 1,024 envs), rounded up.
+LIBRARY_BYTES_PER_ENV = {"shoal.envs.atari.binding": 5 << 18,    # 1.25 MiB
+                         "shoal.envs.mujoco.binding": 1 << 18}   # 256 KiB
+
+
 def available_memory() -> int | None:
-    """Bytes this process could still get: MemAvailable, capped by a cgroup
-    (v2) memory limit; None where neither can be read."""
+    """Bytes this process could still get: MemAvailable, capped by the
+    memory limit of its cgroup and of every cgroup above it (v2, and v1's
+    memory controller: Docker, Slurm and systemd put a job's limit there,
+    not at the root); None where nothing can be read."""
     limits = []
     try:
         with open("/proc/meminfo") as f:
@@ -105,16 +117,40 @@ def available_memory() -> int | None:
                     limits.append(int(line.split()[1]) * 1024)
     except OSError:
         pass
-    try:
-        with open("/sys/fs/cgroup/memory.max") as f:
-            limit = f.read().strip()
-        with open("/sys/fs/cgroup/memory.current") as f:
-            current = int(f.read())
-        if limit != "max":
-            limits.append(max(0, int(limit) - current))
-    except (OSError, ValueError):
-        pass
+    limits += _cgroup_headroom()
     return min(limits) if limits else None
+
+
+def _cgroup_headroom(proc_cgroup: str = "/proc/self/cgroup", root: str = CGROUP_ROOT) -> list[int]:
+    """limit - usage of each limited memory cgroup from this process's up
+    to the root: v2 (memory.max / memory.current under `root`) and v1
+    (memory.limit_in_bytes / memory.usage_in_bytes under root/memory)."""
+    try:
+        with open(proc_cgroup) as f:
+            entries = [line.rstrip("\n").split(":", 2) for line in f if line.count(":") >= 2]
+    except OSError:
+        return []
+    found = []
+    for _, controllers, path in entries:
+        if controllers == "":        # v2: "0::/path"
+            base, files = root, ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            base, files = os.path.join(root, "memory"), ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):   # this cgroup, then each one above it
+            folder = os.path.join(base, *parts[:depth])
+            try:
+                with open(os.path.join(folder, files[0])) as f:
+                    limit = f.read().strip()
+                with open(os.path.join(folder, files[1])) as f:
+                    usage = int(f.read())
+            except (OSError, ValueError):
+                continue
+            if limit != "max" and limit.isdigit() and int(limit) < 2**60:   # (v1's "none": ~2**63)
+                found.append(max(0, int(limit) - usage))
+    return found
 
 
 def _gib(nbytes: int) -> str:
@@ -126,7 +162,11 @@ class PrivateRegion:
 
     def __init__(self, size: int):
         self.size = size
-        self.memory = bytearray(size)
+        try:
+            self.memory = bytearray(size)
+        except MemoryError:   # (a bare one: a ulimit -v, say)
+            raise MemoryError(f"cannot allocate the pool's {_gib(size)} of buffers in this process "
+                              f"(a memory limit: ulimit -v, a cgroup?)") from None
 
     def close(self) -> None:
         pass
@@ -192,10 +232,12 @@ class Buffers:
         # when touched, so an oversized pool would otherwise fail (or swap)
         # deep into its first reset.
         available = available_memory()
-        if available is not None and size > available:
-            raise MemoryError(f"{spec.name} with num_envs={num_envs} needs {_gib(size)} of buffers "
-                              f"({_gib(-(-size // num_envs))} per env), but only {_gib(available)} "
-                              f"of memory is available")
+        library = num_envs * LIBRARY_BYTES_PER_ENV.get(spec.binding, 0)
+        if available is not None and size + library > available:
+            its_own = f" and about {_gib(library)} for the envs' own state (emulators, physics)" if library else ""
+            raise MemoryError(f"{spec.name} with num_envs={num_envs} needs {_gib(size)} of buffers{its_own} "
+                              f"({_gib(-(-(size + library) // num_envs))} per env), but only {_gib(available)} "
+                              f"of memory is available (MemAvailable, and this process's cgroup limits)")
         self.region = SharedRegion(size) if shared else PrivateRegion(size)
         self._fields = fields
         self._offsets = offsets

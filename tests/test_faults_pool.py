@@ -845,6 +845,37 @@ def test_huge_num_envs_is_refused_up_front():
     assert time.monotonic() - start < 5.0
 
 
+def test_the_memory_check_counts_library_envs_and_cgroup_limits(tmp_path, monkeypatch):
+    """Atari's emulators (and MuJoCo's mjData) are most of such a pool's
+    memory: the check counts them (100k Pong envs needed ~85 GiB, the check
+    saw 5 GiB of buffers, and the kernel's OOM killer came first); and a
+    limit on the process's own cgroup, or one above it (v1 or v2: Docker,
+    Slurm), caps what is available, not the root's alone."""
+    pytest.importorskip("ale_py", reason="Atari envs need ale-py")
+    from shoal.pool import layout
+    monkeypatch.setattr(layout, "available_memory", lambda: 40 * 2**30)
+    with pytest.raises(MemoryError, match=r"Pong with num_envs=100000 needs .* of buffers and about 122 GiB for "
+                                          r"the envs' own state"):
+        Serial("Pong", 100_000)
+    # cgroups: v1's memory controller two levels down, v2's at the job's own folder
+    (tmp_path / "memory" / "jobs" / "42").mkdir(parents=True)
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text(str(2**63 - 4096))   # v1's "none"
+    (tmp_path / "memory" / "memory.usage_in_bytes").write_text("100")
+    (tmp_path / "memory" / "jobs" / "memory.limit_in_bytes").write_text(str(8 * 2**30))
+    (tmp_path / "memory" / "jobs" / "memory.usage_in_bytes").write_text(str(2**30))
+    (tmp_path / "memory" / "jobs" / "42" / "memory.limit_in_bytes").write_text(str(2 * 2**30))
+    (tmp_path / "memory" / "jobs" / "42" / "memory.usage_in_bytes").write_text(str(2**29))
+    (tmp_path / "user.slice" / "job").mkdir(parents=True)
+    (tmp_path / "user.slice" / "job" / "memory.max").write_text(str(3 * 2**30))
+    (tmp_path / "user.slice" / "job" / "memory.current").write_text(str(2**30))
+    (tmp_path / "user.slice" / "memory.max").write_text("max\n")
+    (tmp_path / "user.slice" / "memory.current").write_text("5")
+    proc = tmp_path / "cgroup"
+    proc.write_text("4:memory:/jobs/42\n3:cpu,cpuacct:/jobs/42\n0::/user.slice/job\n")
+    headroom = layout._cgroup_headroom(str(proc), str(tmp_path))
+    assert sorted(headroom) == [2**31 - 2**29, 2**31, 7 * 2**30], headroom
+
+
 def test_batched_spaces_are_built_on_first_access():
     pool = Serial("cartpole", 16, seed=0)
     assert "observation_space" not in vars(pool) and "action_space" not in vars(pool)
