@@ -5,6 +5,7 @@ import importlib.util
 import inspect
 import os
 import subprocess
+import textwrap
 import sys
 
 import numpy as np
@@ -524,6 +525,28 @@ def test_no_mujoco_log_file_in_the_working_directory(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert not os.listdir(tmp_path)
+
+
+def test_out_of_memory_making_envs_is_a_memory_error_not_an_exit(tmp_path):
+    """mj_makeData out of memory calls MuJoCo's error handler, whose default
+    writes MUJOCO_LOG.TXT and exits the process (exit 1, no Python error):
+    making the envs, shoal's handler jumps back and the pool raises
+    MemoryError; the process lives on, and no file is written."""
+    code = textwrap.dedent("""
+        import resource, shoal
+        shoal.make("Humanoid", 1, backend="serial").close()   # the library built and loaded first
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        try:
+            shoal.make("Humanoid", 2048, backend="serial")
+        except MemoryError as e:
+            print("MemoryError:", e)
+        print("alive")
+    """)
+    out = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "alive" in out.stdout, out.stdout + out.stderr[-2000:]
+    assert "MemoryError: Humanoid: out of memory making" in out.stdout, out.stdout + out.stderr[-2000:]
+    assert "MUJOCO_LOG.TXT" not in os.listdir(tmp_path)
 
 
 def test_first_use_build_takes_cc_shares_its_library_and_leaves_no_partial_file(tmp_path, monkeypatch):

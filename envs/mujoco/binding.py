@@ -583,7 +583,8 @@ class Block:
             _row_address(buffers.masks, np.bool_, start, n),
             mode, error, len(error))
         if not self._block:
-            raise RuntimeError(f"{binding.spec.name}: {error.value.decode(errors='replace')}")
+            said = error.value.decode(errors="replace")
+            raise (MemoryError if said.startswith("out of memory") else RuntimeError)(f"{binding.spec.name}: {said}")
         self._start = start
         # Each env's camera for render_pool (gymnasium fixes a free camera
         # when the env's first frame is drawn): (tracking, env index in the

@@ -13,6 +13,7 @@
  *                      alignment tests), _copy_data (rendering)
  *   bench              shoal_mj_block_run_steps (the plain C loop)
  */
+#include <setjmp.h>
 #include <stdlib.h>
 #include <stdio.h>
 
@@ -59,6 +60,20 @@ enum { NUM_KINDS = sizeof(KINDS) / sizeof(KINDS[0]) };
  * current directory; a pool should not write files in the user's folder. */
 static void warn_to_stderr(const char* message) {
     fprintf(stderr, "MuJoCo warning: %s\n", message);
+}
+
+/* A failed allocation in mj_makeData calls MuJoCo's error handler, whose
+ * default writes MUJOCO_LOG.TXT and exits the process: while a block makes
+ * its envs, this one jumps back there instead, which reports it (Python
+ * then raises). Set only around those calls, and put back: the mujoco
+ * Python package's handling stays its own. */
+static _Thread_local jmp_buf* making_envs;
+
+static void jump_out_of_mujoco(const char* message) {
+    (void)message;
+    if (making_envs) longjmp(*making_envs, 1);
+    fprintf(stderr, "MuJoCo error: %s\n", message);
+    exit(1);
 }
 
 mjModel* shoal_mj_load_model(const char* path, char* error, int error_size) {
@@ -180,11 +195,24 @@ shoal_mj_block* shoal_mj_block_new(
     if (!b->cfg || !b->envs) goto oom;
     memcpy(b->cfg, cfg, sizeof(double) * num_cfg);
     const int obs_size = KINDS[kind]->obs_size(m, b->cfg);
+    jmp_buf jump;
+    void (*mujoco_handler)(const char*) = mju_user_error;
+    if (setjmp(jump)) {   /* mj_makeData failed (out of memory) */
+        making_envs = NULL;
+        mju_user_error = mujoco_handler;
+        goto oom;
+    }
+    making_envs = &jump;
+    mju_user_error = jump_out_of_mujoco;
     for (int64_t i = 0; i < count; i++) {
         mujoco_env* env = &b->envs[i];
         env->m = m;
         env->d = mj_makeData(m);
-        if (!env->d) goto oom;
+        if (!env->d) {
+            making_envs = NULL;
+            mju_user_error = mujoco_handler;
+            goto oom;
+        }
         env->state = (mujoco_state*)states + i;
         env->kind = KINDS[kind];
         env->cfg = b->cfg;
@@ -194,6 +222,8 @@ shoal_mj_block* shoal_mj_block_new(
         env->max_steps = max_steps;
         env->dt = m->opt.timestep * frame_skip;
     }
+    making_envs = NULL;
+    mju_user_error = mujoco_handler;
     b->count = count;
     b->episodes = (shoal_episode*)episodes;
     b->requests = requests;
