@@ -465,4 +465,5 @@ class NativeVectorEnv(VectorEnv):
         backend = type(self._pool).__name__ if self._pool is not None else "?"
         if self.spec is None:
             return f"{type(self).__name__}({backend}, num_envs={getattr(self, 'num_envs', '?')})"
-        return f"{type(self).__name__}({self.spec.id}, {backend}, num_envs={self.num_envs})"
+        closed = ", closed" if self._pool is not None and self._pool.closed else ""
+        return f"{type(self).__name__}({self.spec.id}, {backend}, num_envs={self.num_envs}{closed})"

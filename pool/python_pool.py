@@ -1104,7 +1104,8 @@ class AsyncVectorEnv(VectorEnv):
 
     def __repr__(self) -> str:
         where = f"{self.spec.id}, " if self.spec is not None else ""
-        return f"{type(self).__name__}({where}num_envs={self.num_envs}, num_workers={self.num_workers})"
+        closed = ", closed" if self.closed else ""
+        return f"{type(self).__name__}({where}num_envs={self.num_envs}, num_workers={self.num_workers}{closed})"
 
 
 def _dynamic_builtin(space: Space) -> bool:

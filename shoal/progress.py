@@ -40,6 +40,14 @@ def add_argument(p: argparse.ArgumentParser, what: str) -> None:
                         f"or auto (default: rich when installed and stderr is a terminal, else plain)")
 
 
+def live_terminal(stream: TextIO) -> bool:
+    """Whether `stream` is a terminal that acts on rich's cursor moves: a
+    tty, but not the pseudo-terminal of a Jupyter `!` cell (JPY_PARENT_PID
+    set), whose output Jupyter shows raw (a new table every refresh)."""
+    isatty = getattr(stream, "isatty", None)
+    return isatty is not None and isatty() and "JPY_PARENT_PID" not in os.environ
+
+
 def resolve(mode: str, stream: TextIO) -> str:
     """The mode that runs: "auto" becomes rich or plain; rich without rich
     installed falls back to plain."""
@@ -47,8 +55,7 @@ def resolve(mode: str, stream: TextIO) -> str:
         raise ValueError(f"unknown progress mode {mode!r}; expected one of {', '.join(MODES)}")
     have_rich = importlib.util.find_spec("rich") is not None
     if mode == "auto":
-        isatty = getattr(stream, "isatty", None)
-        return "rich" if have_rich and isatty is not None and isatty() else "plain"
+        return "rich" if have_rich and live_terminal(stream) else "plain"
     if mode == "rich" and not have_rich:
         return "plain"
     return mode

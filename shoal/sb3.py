@@ -336,7 +336,8 @@ class ShoalVecEnv(_SameStepVecEnv):
         raise AttributeError(f"shoal envs are C structs, not Python objects: no method {method_name!r}")
 
     def __repr__(self) -> str:
-        return f"ShoalVecEnv({self.env_spec.name}, {self.pool.num_envs} envs, {self.num_envs} rows)"
+        closed = ", closed" if self.pool.closed else ""
+        return f"ShoalVecEnv({self.env_spec.name}, {self.pool.num_envs} envs, {self.num_envs} rows{closed})"
 
 
 class VectorEnvAdapter(_SameStepVecEnv):

@@ -62,7 +62,7 @@ from shoal import config as shoal_config
 from shoal import distributed
 from shoal.distributed import Dist
 from shoal.pool.contract import GAME_INFO_KEYS, GameScores
-from shoal.progress import print_out, stdout_console
+from shoal.progress import live_terminal, print_out, stdout_console
 
 BACKENDS = ("serial", "multiprocessing", "cuda")
 
@@ -1143,7 +1143,7 @@ class Logger:
         if mode in ("auto", "rich"):
             try:
                 import rich.live  # noqa: F401
-                use_rich = mode == "rich" or sys.stdout.isatty()
+                use_rich = mode == "rich" or live_terminal(sys.stdout)   # (not a Jupyter `!` cell's pty)
             except ImportError:
                 use_rich = False
             if use_rich:

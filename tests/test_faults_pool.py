@@ -876,6 +876,19 @@ def test_the_memory_check_counts_library_envs_and_cgroup_limits(tmp_path, monkey
     assert sorted(headroom) == [2**31 - 2**29, 2**31, 7 * 2**30], headroom
 
 
+def test_a_closed_views_repr_says_so():
+    """In a notebook an interrupt can close a pool unseen: every view's
+    repr says closed, as the pools' own do."""
+    from shoal.sb3 import ShoalVecEnv
+    views = [gymnasium.make_vec("shoal/CartPole-v0", 2, vectorization_mode="vector_entry_point"),
+             ShoalVecEnv("CartPole", 2, backend="serial"),
+             AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=1)]
+    for view in views:
+        assert "closed" not in repr(view)
+        view.close()
+        assert repr(view).endswith(", closed)"), repr(view)
+
+
 def test_batched_spaces_are_built_on_first_access():
     pool = Serial("cartpole", 16, seed=0)
     assert "observation_space" not in vars(pool) and "action_space" not in vars(pool)

@@ -64,6 +64,11 @@ def test_auto_and_fallbacks(monkeypatch):
 
     if progress.importlib.util.find_spec("rich") is not None:
         assert Progress("auto", stream=Terminal()).mode == "rich"
+        # a Jupyter `!` cell's pseudo-terminal shows rich's cursor moves raw: plain there
+        monkeypatch.setenv("JPY_PARENT_PID", "1234")
+        assert Progress("auto", stream=Terminal()).mode == "plain"
+        assert Progress("rich", stream=Terminal()).mode == "rich"   # asked for: given
+        monkeypatch.delenv("JPY_PARENT_PID")
     monkeypatch.setattr(progress.importlib.util, "find_spec", lambda name: None)   # no rich
     assert Progress("auto", stream=Terminal()).mode == "plain"
     assert Progress("rich", stream=Terminal()).mode == "plain"
