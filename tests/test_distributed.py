@@ -336,12 +336,13 @@ def session_pids(sid: int) -> list[int]:
     return pids
 
 
-def test_a_killed_rank_ends_the_job_naming_it_and_leaves_no_process(tmp_path):
-    cmd = torchrun(2, "train", "cartpole", "--run-dir", str(tmp_path / "run"), "--vec.backend", "multiprocessing",
-                   "--vec.num-envs", "64", "--train.max-train-seconds", "0", "--train.total-timesteps", "100_000_000",
-                   "--train.target-return", "0", "--train.eval-interval", "0", "--train.dashboard", "none")
+def signal_a_rank(cmd: list[str], cwd, rank: int, sig: int, after_s: float) -> tuple:
+    """Run the 2-rank torchrun job `cmd`, send `sig` to rank `rank` once
+    both ranks have started and `after_s` more seconds passed (training
+    under way): (the finished process, its whole output, seconds from the
+    signal to its end)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, cwd=tmp_path)
+                            start_new_session=True, cwd=cwd)
     try:
         pids, lines = {}, []
         deadline = time.monotonic() + 120
@@ -351,19 +352,25 @@ def test_a_killed_rank_ends_the_job_naming_it_and_leaves_no_process(tmp_path):
                 break
             lines.append(line)
             if line.startswith("shoal train: rank"):
-                rank = int(line.split()[3])
-                pids[rank] = int(line.split("pid ")[1].split(")")[0])
+                pids[int(line.split()[3])] = int(line.split("pid ")[1].split(")")[0])
         assert len(pids) == 2, "".join(lines)
-        time.sleep(1.0)  # training under way
-        killed = time.monotonic()
-        os.kill(pids[1], signal.SIGKILL)
+        time.sleep(after_s)
+        signalled = time.monotonic()
+        os.kill(pids[rank], sig)
         out, _ = proc.communicate(timeout=60)
-        took = time.monotonic() - killed
+        took = time.monotonic() - signalled
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    out = "".join(lines) + out
+    return proc, "".join(lines) + out, took
+
+
+def test_a_killed_rank_ends_the_job_naming_it_and_leaves_no_process(tmp_path):
+    cmd = torchrun(2, "train", "cartpole", "--run-dir", str(tmp_path / "run"), "--vec.backend", "multiprocessing",
+                   "--vec.num-envs", "64", "--train.max-train-seconds", "0", "--train.total-timesteps", "100_000_000",
+                   "--train.target-return", "0", "--train.eval-interval", "0", "--train.dashboard", "none")
+    proc, out, took = signal_a_rank(cmd, tmp_path, 1, signal.SIGKILL, after_s=1.0)
     assert proc.returncode != 0
     assert "rank      : 1" in out and "SIGKILL" in out, out[-3000:]
     assert took < 30, took
@@ -442,29 +449,7 @@ def test_a_signal_to_one_rank_stops_every_rank_at_the_next_update(tmp_path):
                    "--train.max-train-seconds", "0", "--train.total-timesteps", "100_000_000",
                    "--train.target-return", "0", "--train.eval-interval", "0", "--train.dashboard", "none",
                    "--train.checkpoint-interval", "0")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, cwd=tmp_path)
-    try:
-        pids, lines = {}, []
-        deadline = time.monotonic() + 120
-        while len(pids) < 2 and time.monotonic() < deadline:  # each rank's start line names its pid
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if line.startswith("shoal train: rank"):
-                pids[int(line.split()[3])] = int(line.split("pid ")[1].split(")")[0])
-        assert len(pids) == 2, "".join(lines)
-        time.sleep(2.0)  # training under way
-        signalled = time.monotonic()
-        os.kill(pids[1], signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
-        took = time.monotonic() - signalled
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    out = "".join(lines) + out
+    _, out, took = signal_a_rank(cmd, tmp_path, 1, signal.SIGTERM, after_s=2.0)
     assert took < 20, (took, out[-3000:])
     assert "terminated: writing a final checkpoint" in out, out[-3000:]
     saved = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
