@@ -527,6 +527,28 @@ def test_no_mujoco_log_file_in_the_working_directory(tmp_path):
     assert not os.listdir(tmp_path)
 
 
+def test_a_models_warning_is_said_once_per_process(tmp_path):
+    """mujoco 4 warns that gymnasium's half_cheetah.xml uses a deprecated
+    attribute, once per model compiled: each env made (and each pool's)
+    said it again, dozens of lines per pool. Said once per process now."""
+    mujoco = pytest.importorskip("mujoco")
+    pytest.importorskip("imageio", reason="gymnasium's own MuJoCo envs import imageio")
+    # gymnasium's own envs compile the model again for each env: once shoal's
+    # library is loaded, its handler (process-wide) says their warnings too
+    code = ("import gymnasium, shoal\n"
+            "shoal.make('HalfCheetah', 8, backend='serial').close()\n"
+            "for _ in range(3):\n"
+            "    gymnasium.make('HalfCheetah-v5').close()\n"
+            "gymnasium.make('shoal/HalfCheetah-v5').close()\n")
+    out = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    said = out.stderr.count("settotalmass")
+    assert said <= 1, out.stderr[-2000:]
+    if mujoco.__version__.startswith("4.0"):   # the version that warns about it
+        assert said == 1, out.stderr[-2000:]
+
+
 def test_out_of_memory_making_envs_is_a_memory_error_not_an_exit(tmp_path):
     """mj_makeData out of memory calls MuJoCo's error handler, whose default
     writes MUJOCO_LOG.TXT and exits the process (exit 1, no Python error):

@@ -57,8 +57,21 @@ enum { NUM_KINDS = sizeof(KINDS) / sizeof(KINDS[0]) };
 /* ---- models --------------------------------------------------------------- */
 
 /* MuJoCo's default warning handler also appends to MUJOCO_LOG.TXT in the
- * current directory; a pool should not write files in the user's folder. */
+ * current directory; a pool should not write files in the user's folder.
+ * Each distinct warning is said once per process: a model's compile-time
+ * warning (mujoco 4's "settotalmass is deprecated" on gymnasium's XMLs)
+ * otherwise came once per env made, dozens of lines per pool. */
+enum { WARNINGS_KEPT = 32 };
+static unsigned long long warned[WARNINGS_KEPT];
+static int warned_count;
+
 static void warn_to_stderr(const char* message) {
+    unsigned long long hash = 1469598103934665603ULL;   /* FNV-1a of the text */
+    for (const char* c = message; *c; c++) hash = (hash ^ (unsigned char)*c) * 1099511628211ULL;
+    for (int k = 0; k < warned_count; k++) {
+        if (warned[k] == hash) return;
+    }
+    if (warned_count < WARNINGS_KEPT) warned[warned_count++] = hash;
     fprintf(stderr, "MuJoCo warning: %s\n", message);
 }
 
