@@ -553,7 +553,8 @@ def test_out_of_memory_making_envs_is_a_memory_error_not_an_exit(tmp_path):
     """mj_makeData out of memory calls MuJoCo's error handler, whose default
     writes MUJOCO_LOG.TXT and exits the process (exit 1, no Python error):
     making the envs, shoal's handler jumps back and the pool raises
-    MemoryError; the process lives on, and no file is written."""
+    MemoryError; the process lives on, what it made is freed (a smaller
+    pool fits again), and no file is written."""
     code = textwrap.dedent("""
         import resource, shoal
         shoal.make("Humanoid", 1, backend="serial").close()   # the library built and loaded first
@@ -562,6 +563,7 @@ def test_out_of_memory_making_envs_is_a_memory_error_not_an_exit(tmp_path):
             shoal.make("Humanoid", 2048, backend="serial")
         except MemoryError as e:
             print("MemoryError:", e)
+        shoal.make("Humanoid", 64, backend="serial").close()   # what the failed one made was freed
         print("alive")
     """)
     out = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True,

@@ -71,7 +71,11 @@ static void warn_to_stderr(const char* message) {
     for (int k = 0; k < warned_count; k++) {
         if (warned[k] == hash) return;
     }
-    if (warned_count < WARNINGS_KEPT) warned[warned_count++] = hash;
+    int kept = warned_count;   /* (read once: two threads cannot write past the table) */
+    if (kept < WARNINGS_KEPT) {
+        warned[kept] = hash;
+        warned_count = kept + 1;
+    }
     fprintf(stderr, "MuJoCo warning: %s\n", message);
 }
 
@@ -206,6 +210,7 @@ shoal_mj_block* shoal_mj_block_new(
     b->cfg = (double*)malloc(sizeof(double) * (num_cfg > 0 ? num_cfg : 1));
     b->envs = (mujoco_env*)calloc((size_t)count, sizeof(mujoco_env));
     if (!b->cfg || !b->envs) goto oom;
+    b->count = count;   /* now: a failure below frees the mjData made so far (the rest are NULL) */
     memcpy(b->cfg, cfg, sizeof(double) * num_cfg);
     const int obs_size = KINDS[kind]->obs_size(m, b->cfg);
     jmp_buf jump;
@@ -237,7 +242,6 @@ shoal_mj_block* shoal_mj_block_new(
     }
     making_envs = NULL;
     mju_user_error = mujoco_handler;
-    b->count = count;
     b->episodes = (shoal_episode*)episodes;
     b->requests = requests;
     b->selected = selected;
