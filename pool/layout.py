@@ -133,9 +133,10 @@ def _cgroup_headroom(proc_cgroup: str = "/proc/self/cgroup", root: str = CGROUP_
     found = []
     for _, controllers, path in entries:
         if controllers == "":        # v2: "0::/path"
-            base, files = root, ("memory.max", "memory.current")
+            base, files, cache = root, ("memory.max", "memory.current"), "inactive_file"
         elif "memory" in controllers.split(","):
             base, files = os.path.join(root, "memory"), ("memory.limit_in_bytes", "memory.usage_in_bytes")
+            cache = "total_inactive_file"
         else:
             continue
         parts = [p for p in path.split("/") if p]
@@ -149,8 +150,23 @@ def _cgroup_headroom(proc_cgroup: str = "/proc/self/cgroup", root: str = CGROUP_
             except (OSError, ValueError):
                 continue
             if limit != "max" and limit.isdigit() and int(limit) < 2**60:   # (v1's "none": ~2**63)
-                found.append(max(0, int(limit) - usage))
+                # usage counts page cache the kernel reclaims under the limit:
+                # its inactive files are headroom too (docker's working set)
+                found.append(max(0, int(limit) - usage + _memory_stat(folder, cache)))
     return found
+
+
+def _memory_stat(folder: str, key: str) -> int:
+    """`key`'s value in a cgroup's memory.stat (0 if absent)."""
+    try:
+        with open(os.path.join(folder, "memory.stat")) as f:
+            for line in f:
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _gib(nbytes: int) -> str:
