@@ -196,6 +196,7 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         return np.stack([pool_render.frame(self.pool, i) for i in ids])
 
     def close(self, **kwargs) -> None:
+        self._sent_step = None
         self.pool.close()
 
     def __del__(self):
@@ -228,7 +229,12 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         """The pool's step (env_id: EnvPool's, see NativePool.step). As
         EnvPool's, `action` may be a dict {"action": ..., "env_id": ...}."""
         action, env_id = _action_and_ids(action, actions, env_id)
+        self._refuse_if_sent("step()")
         return self._result(self.pool.step(self._actions(action), env_id))
+
+    def _refuse_if_sent(self, call: str) -> None:
+        if self.__dict__.get("_sent_step") is not None:
+            raise RuntimeError(f"{call} while the envs of a send() await recv(): recv() them first")
 
     def send(self, action=None, env_id=None, *, actions=None, env_ids=None) -> None:
         """The pool's send: actions for the batch the last recv() returned
@@ -239,6 +245,7 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         if env_id is not None and env_ids is not None:
             raise TypeError("send() takes env_id or env_ids, not both")
         ids = env_id if env_id is not None else env_ids
+        self._refuse_if_sent("send()")
         if not self.pool.is_async and ids is not None and not self.pool._in_flight \
                 and not np.array_equal(np.asarray(ids), np.arange(self.num_envs)):
             self._sent_step = self.pool.step(self._actions(action), ids)
@@ -255,6 +262,11 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
             return (result[0], result[-1]) if return_info else result[0]
         return result
 
+    def async_reset(self, **kwargs) -> None:
+        """The pool's async_reset (a step sent and not received is dropped, as in reset())."""
+        self._sent_step = None
+        self.pool.async_reset(**kwargs)
+
     def seed(self, seed=None) -> None:
         """EnvPool's seed(): abandoned there, a no-op with a warning; seeds are
         make()'s `seed` (env i gets seed + i), or reset(seed=...) here."""
@@ -268,6 +280,7 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         if options and set(options) != {"reset_mask"}:
             raise ValueError(f"reset options: only 'reset_mask' is taken (EnvPool's rule), got "
                              f"{sorted(options)}")
+        self._sent_step = None   # (a reset drops a step sent and not received, as the pool's batches)
         if options and options["reset_mask"] is not None:   # (None: every env, as EnvPool's)
             if env_id is not None:
                 raise ValueError("reset() takes env_id or options['reset_mask'], not both")
@@ -407,7 +420,7 @@ def _action_and_ids(action, actions, env_id):
                              f"keys {sorted(action)}")
         if env_id is not None and action.get("env_id") is not None:
             raise ValueError("env_id given both in the dict and as an argument")
-        action, env_id = action["action"], action.get("env_id", env_id)
+        action, env_id = action["action"], (action["env_id"] if action.get("env_id") is not None else env_id)
     if action is None:
         raise TypeError("step() / send() need the actions")
     return action, env_id

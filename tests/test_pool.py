@@ -566,6 +566,16 @@ def test_envpool_compat_takes_envpools_call_forms(no_leaks):
         np.testing.assert_array_equal(ours[-1]["env_id"], [3, 1])
         envs.send(action=zeros)                                     # every env, then
         assert_same(envs.recv(), twin.step(zeros))
+        envs.send(np.ones(1, np.int32), env_id=np.array([2]))
+        with pytest.raises(RuntimeError, match="await recv"):       # one subset at a time
+            envs.send(np.ones(1, np.int32), env_id=np.array([0]))
+        with pytest.raises(RuntimeError, match="await recv"):
+            envs.step(zeros)
+        envs.reset()                                                # drops it
+        with pytest.raises(RuntimeError, match="nothing in flight"):
+            envs.recv()
+        twin.reset()
+        assert_same(envs.step({"action": zeros[:2], "env_id": None}, env_id=pair), twin.step(zeros[:2], pair))
         with pytest.warns(UserWarning, match="seed\\(\\) does nothing"):
             assert envs.seed(3) is None
         with pytest.raises(TypeError, match="once"):
