@@ -466,6 +466,13 @@ def validate(config: Config) -> None:
             raise ConfigError("[policy] normalize_obs = true: expected false with the cnn encoder "
                               "(it scales its uint8 frames by 1/255)")
     agents = spec.agents if spec is not None else 1
+    if pc.get("lstm"):   # an LSTM's minibatches are whole agent rows (their time order kept)
+        rows = vec["num_envs"] * agents
+        if tc["num_minibatches"] > rows:
+            raise ConfigError(f"[train] num_minibatches = {tc['num_minibatches']}: expected at most the "
+                              f"agent rows, [vec] num_envs x agents = {rows} (with [policy] lstm, "
+                              f"a minibatch is whole rows)")
+        return
     batch = tc["num_steps"] * vec["num_envs"] * agents
     if tc["num_minibatches"] > batch:
         raise ConfigError(f"[train] num_minibatches = {tc['num_minibatches']}: expected at most the "

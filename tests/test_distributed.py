@@ -102,6 +102,13 @@ def test_world_split_is_checked_before_any_rank_waits():
     with pytest.raises(config.ConfigError, match=r"num_minibatches = 100: expected at most each rank's batch, "
                                                  r".* = 64"):
         train.check_world_split(cfg, 2)
+    # an LSTM's minibatches are whole agent rows: 8 envs / 2 ranks = 4 rows per rank (and 8 in one process)
+    cfg = config.load("cartpole", ["--vec.num-envs", "8", "--policy.lstm", "true", "--train.num-minibatches", "8"])
+    with pytest.raises(config.ConfigError, match=r"num_minibatches = 8: expected at most each rank's agent rows, "
+                                                 r".* = 4 \(with \[policy\] lstm"):
+        train.check_world_split(cfg, 2)
+    with pytest.raises(config.ConfigError, match=r"num_minibatches = 16: expected at most the agent rows, .* = 8"):
+        config.load("cartpole", ["--vec.num-envs", "8", "--policy.lstm", "true", "--train.num-minibatches", "16"])
 
 
 def test_nproc_misuse_is_a_clear_error(capsys, monkeypatch):
