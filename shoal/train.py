@@ -1845,31 +1845,32 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
         signals_for_the_ranks.close()   # (the handlers back before the save's own deferral)
         # The save first (a broken pool may fail to close), and whole: a second
         # Ctrl-C waits until it is done, then ends the run (no final evaluation).
-        # The closes after it are held too: more Ctrl-Cs (a user pressing it
+        # The pool's close is held too: more Ctrl-Cs (a user pressing it
         # again and again) are the same stop, and train() still returns its
-        # summary (one landing in pool.close() raised out of train()).
+        # summary (one landing in pool.close() raised out of train()). The
+        # logger's close is not: W&B's finish may wait on the network.
         saved = False
-        with sigint_deferred() as signalled:
-            try:
-                if clock is not None:  # the training time so far, however the loop ended
-                    progress["train_seconds"], progress["timers"] = train_seconds(), dict(timers.total)
-                if dist.is_main and not keep_last_checkpoint and not unstarted():
-                    save_final_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
-                saved = True
-                if signalled and not summary["interrupted"]:
-                    summary["interrupted"] = True
-                    summary["signal"] = signal.SIGTERM if signal.SIGTERM in signalled else signal.SIGINT
-            finally:   # however the save went
+        try:
+            with sigint_deferred() as signalled:
                 try:
+                    if clock is not None:  # the training time so far, however the loop ended
+                        progress["train_seconds"], progress["timers"] = train_seconds(), dict(timers.total)
+                    if dist.is_main and not keep_last_checkpoint and not unstarted():
+                        save_final_checkpoint(ckpt_path, policy, optimizer, cfg, progress, reward_scaler)
+                    saved = True
+                    if signalled and not summary["interrupted"]:
+                        summary["interrupted"] = True
+                        summary["signal"] = signal.SIGTERM if signal.SIGTERM in signalled else signal.SIGINT
+                finally:   # however the save went
                     pool.close()
-                finally:
-                    if not (finished and saved and not summary["interrupted"]):   # else: after the final eval
-                        if logger is not None:
-                            logger.close()
-                        if dist.is_main and unstarted():   # (lock still held)
-                            discard_unstarted_run(run_dir, fresh_folder)
-                        if run_lock is not None:
-                            run_lock.close()   # (also releases the folder's lock)
+        finally:
+            if not (finished and saved and not summary["interrupted"]):   # else: after the final eval
+                if logger is not None:
+                    logger.close()
+                if dist.is_main and unstarted():   # (lock still held)
+                    discard_unstarted_run(run_dir, fresh_folder)
+                if run_lock is not None:
+                    run_lock.close()   # (also releases the folder's lock)
     if stopped_by is not None and unstarted():
         # stopped before its first update: as a stop in the setup, the
         # folder is given back (nothing learnt to keep) and the stop goes on
