@@ -189,23 +189,17 @@ def same_step_info(final_obs, final_mask, terminals, truncations, logical_or=np.
     return {"final_obs": final_obs, "_final_obs": final_mask}
 
 
-def episode_stats_since(episodes: np.ndarray, seen: np.ndarray, envs: np.ndarray | None = None) -> dict:
+def episode_stats_since(episodes: np.ndarray, seen: np.ndarray) -> dict:
     """Episodes finished since `seen` (SEEN_DTYPE per env), summed over all
-    envs or those where bool `envs`: {"episodes", "mean_return",
-    "mean_length"} (means NaN if none). `episodes` is the backend's
-    bookkeeping (layout.EPISODE_DTYPE per env); `seen` is updated to it."""
-    if envs is None:
-        eps, before = episodes, seen
-    else:
-        eps, before = episodes[envs], seen[envs]
-    count = int((eps["finished"] - before["finished"]).sum())
-    ret = float((eps["return_sum"] - before["return_sum"]).sum())
-    length = int((eps["length_sum"] - before["length_sum"]).sum())
-    for name in ("finished", "return_sum", "length_sum"):
-        if envs is None:
-            seen[name] = eps[name]
-        else:
-            seen[name][envs] = eps[name]
+    envs: {"episodes", "mean_return", "mean_length"} (means NaN if none).
+    `episodes` holds each env's counts (fields "finished", "return_sum",
+    "length_sum": the backend's layout.EPISODE_DTYPE or a SEEN_DTYPE copy);
+    `seen` is updated to them."""
+    count = int((episodes["finished"] - seen["finished"]).sum())
+    ret = float((episodes["return_sum"] - seen["return_sum"]).sum())
+    length = int((episodes["length_sum"] - seen["length_sum"]).sum())
+    for name in SEEN_DTYPE.names:
+        seen[name] = episodes[name]
     nan = float("nan")
     return {"episodes": count,
             "mean_return": ret / count if count else nan,
