@@ -465,18 +465,23 @@ def validate(config: Config) -> None:
         if encoder == "cnn" and pc["normalize_obs"]:
             raise ConfigError("[policy] normalize_obs = true: expected false with the cnn encoder "
                               "(it scales its uint8 frames by 1/255)")
-    agents = spec.agents if spec is not None else 1
-    if pc.get("lstm"):   # an LSTM's minibatches are whole agent rows (their time order kept)
-        rows = vec["num_envs"] * agents
-        if tc["num_minibatches"] > rows:
-            raise ConfigError(f"[train] num_minibatches = {tc['num_minibatches']}: expected at most the "
-                              f"agent rows, [vec] num_envs x agents = {rows} (with [policy] lstm, "
-                              f"a minibatch is whole rows)")
+    check_minibatches(config, vec["num_envs"], spec.agents if spec is not None else 1)
+
+
+def check_minibatches(config: Config, envs: int, agents: int, ranks: int = 1) -> None:
+    """ConfigError unless [train] num_minibatches fits the batch the update
+    cuts (that of each of `ranks` data-parallel ranks, stepping `envs` envs
+    of `agents` agents): num_steps x envs x agents rows, or with [policy]
+    lstm the agent rows alone (its minibatches are whole rows, their time
+    order kept). Above it the update would clamp it silently."""
+    tc, lstm = config["train"], config["policy"].get("lstm")
+    limit = envs * agents * (1 if lstm else tc["num_steps"])
+    if tc["num_minibatches"] <= limit:
         return
-    batch = tc["num_steps"] * vec["num_envs"] * agents
-    if tc["num_minibatches"] > batch:
-        raise ConfigError(f"[train] num_minibatches = {tc['num_minibatches']}: expected at most the "
-                          f"batch size, [train] num_steps x [vec] num_envs x agents = {batch}")
+    whose, split = ("each rank's", f" / {ranks} ranks") if ranks > 1 else ("the", "")
+    what = (f"agent rows, [vec] num_envs{split} x agents = {limit} (with [policy] lstm, a minibatch is whole rows)"
+            if lstm else f"batch size, [train] num_steps x [vec] num_envs{split} x agents = {limit}")
+    raise ConfigError(f"[train] num_minibatches = {tc['num_minibatches']}: expected at most {whose} {what}")
 
 
 def workers_exceed_envs(workers: int, envs: int, ranks: int = 1) -> str:

@@ -1486,17 +1486,9 @@ def check_world_split(cfg: dict, world: int) -> tuple[int, int | None]:
     local = vc["num_envs"] // world
     if vc["backend"] == "multiprocessing" and vc["num_workers"] > local:  # [vec] num_workers is per rank
         raise shoal_config.ConfigError(shoal_config.workers_exceed_envs(vc["num_workers"], vc["num_envs"], world))
-    tc = cfg["train"]
+    # each rank's minibatches cut its own rows
     agents = shoal.env_spec(cfg["env"]["name"], **shoal_config.env_kwargs(cfg["env"])).agents
-    # each rank's minibatches cut its own rows (an LSTM's: whole agent rows)
-    lstm = cfg["policy"].get("lstm")
-    rank_batch = local * agents * (1 if lstm else tc["num_steps"])
-    if tc["num_minibatches"] > rank_batch:
-        raise shoal_config.ConfigError(
-            f"[train] num_minibatches = {tc['num_minibatches']}: expected at most each rank's "
-            + (f"agent rows, [vec] num_envs / {world} ranks x agents = {rank_batch} (with [policy] lstm, "
-               f"a minibatch is whole rows)" if lstm else
-               f"batch, [train] num_steps x [vec] num_envs / {world} ranks x agents = {rank_batch}"))
+    shoal_config.check_minibatches(cfg, local, agents, world)
     workers = None
     if vc["backend"] == "multiprocessing" and vc["num_workers"] == 0:
         # as the pool's own default, over this rank's share of the cores: a

@@ -99,7 +99,7 @@ def test_world_split_is_checked_before_any_rank_waits():
     # clamped to 64 one-row minibatches, which learnt nothing)
     cfg = config.load("cartpole", ["--vec.num-envs", "8", "--train.num-steps", "16",
                                    "--train.num-minibatches", "100"])
-    with pytest.raises(config.ConfigError, match=r"num_minibatches = 100: expected at most each rank's batch, "
+    with pytest.raises(config.ConfigError, match=r"num_minibatches = 100: expected at most each rank's batch size, "
                                                  r".* = 64"):
         train.check_world_split(cfg, 2)
     # an LSTM's minibatches are whole agent rows: 8 envs / 2 ranks = 4 rows per rank (and 8 in one process)
