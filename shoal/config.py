@@ -431,7 +431,7 @@ def validate(config: Config) -> None:
     for section, keys in config.items():
         for key, value in keys.items():
             check_value(section, key, value)
-    vec, tc, pc = config["vec"], config["train"], config["policy"]
+    vec, pc = config["vec"], config["policy"]
     if vec["backend"] != "cuda" and vec["num_envs"] % vec["num_batches"]:
         raise ConfigError(f"[vec] num_batches = {vec['num_batches']}: expected a divisor of "
                           f"[vec] num_envs = {vec['num_envs']} (each batch steps the same number of envs)")
