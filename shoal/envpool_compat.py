@@ -144,6 +144,7 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         self.action_space = self.single_action_space = pool.single_action_space
         self.config_extra: dict = {}               # EnvPool's config entries that make() fixed
         self._discrete = isinstance(pool.single_action_space, gymnasium.spaces.Discrete)
+        self._sent_step = None   # a sync pool's subset send(): its step, for the next recv()
 
     is_vector_env = True   # gym's old marker, which EnvPool's envs carry
 
@@ -233,7 +234,7 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         return self._result(self.pool.step(self._actions(action), env_id))
 
     def _refuse_if_sent(self, call: str) -> None:
-        if self.__dict__.get("_sent_step") is not None:
+        if self._sent_step is not None:
             raise RuntimeError(f"{call} while the envs of a send() await recv(): recv() them first")
 
     def send(self, action=None, env_id=None, *, actions=None, env_ids=None) -> None:
@@ -256,7 +257,7 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         """The pool's recv: the next batch (EnvPool's arguments: reset=True
         returns (obs, info) as reset() does, or obs alone without
         return_info; else the step's 5-tuple)."""
-        sent, self._sent_step = self.__dict__.get("_sent_step"), None
+        sent, self._sent_step = self._sent_step, None
         result = self._result(sent if sent is not None else self.pool.recv(), reset=reset)
         if reset:
             return (result[0], result[-1]) if return_info else result[0]
