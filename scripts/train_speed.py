@@ -158,12 +158,12 @@ def main(argv=None) -> int:
     s = parser.parse_args(argv)
     targets = {}
     for item in s.target:
-        env, eq, value = item.partition("=")
+        env, _, value = item.partition("=")
         try:
-            targets[env] = float(value) if eq and env else None
+            targets[env] = float(value)   # (no "=": value "", a ValueError too)
         except ValueError:
-            targets[env] = None
-        if targets[env] is None:
+            env = ""
+        if not env:
             parser.error(f"--target {item}: expected ENV=RETURN (e.g. cartpole=475)")
     s.out.mkdir(parents=True, exist_ok=True)
 
