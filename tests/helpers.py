@@ -9,8 +9,8 @@ def alive(pid) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    except (FileNotFoundError, ProcessLookupError):   # gone (the read fails if it goes after the open:
+        return False                                  # seen in CI, SIGCHLD ignored reaps it at once)
 
 
 def children(pid) -> list[int]:
