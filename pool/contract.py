@@ -59,10 +59,11 @@ def fill_reset_requests(seed, requests: np.ndarray, seeds: np.ndarray) -> None:
         raise ValueError(f"seed must be None, an int or a sequence of ints, got {seed!r}")
     if isinstance(seed, (int, np.integer)):
         seed = int(seed)
-        if seed < 0 or seed + n - 1 >= 2**64:
-            raise ValueError(f"seed must be an int in [0, 2**64 - {n}] (env i takes seed + i, a "
-                             f"64-bit seed; num_envs = {n}), got {seed}")
-        seeds[:] = np.arange(n, dtype=np.uint64) + np.uint64(seed)
+        if seed < 0:
+            raise ValueError(f"seed must be an int >= 0 (env i takes seed + i), got {seed}")
+        # The C env's seed is 64 bits: (seed + i) mod 2**64, as a single env
+        # takes any int >= 0 mod 2**64 (so SyncVectorEnv's seed + i agrees).
+        seeds[:] = np.arange(n, dtype=np.uint64) + np.uint64(seed % 2**64)   # uint64 arrays wrap
         requests[:] = RESEED
         return
     try:
@@ -75,11 +76,11 @@ def fill_reset_requests(seed, requests: np.ndarray, seeds: np.ndarray) -> None:
     for i, s in enumerate(seed_list):
         if s is None:
             requests[i] = RESET
-        elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and 0 <= s < 2**64:
-            seeds[i] = int(s)
+        elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0:
+            seeds[i] = int(s) % 2**64
             requests[i] = RESEED
         else:
-            raise ValueError(f"seed[{i}] must be None or an int in [0, 2**64), got {s!r}")
+            raise ValueError(f"seed[{i}] must be None or an int >= 0, got {s!r}")
 
 
 def check_reset_options(options: dict | None, spec) -> None:
@@ -155,7 +156,7 @@ class ConstructionSeed:
     def __init__(self, seed, num_envs: int):
         self.seed = seed   # as construction_seed kept it (EnvPoolCompat.config reports it)
         if isinstance(seed, (int, np.integer)):
-            self.seeds = np.uint64(int(seed)) + np.arange(num_envs, dtype=np.uint64)
+            self.seeds = np.uint64(int(seed) % 2**64) + np.arange(num_envs, dtype=np.uint64)
             seeded = np.ones(num_envs, dtype=np.bool_)
         else:
             entries = list(seed)

@@ -159,6 +159,21 @@ def test_reset_without_seed_continues_rng_and_seed_at_construction_is_reproducib
     assert not np.array_equal(Serial("CartPole", 3).obs, Serial("CartPole", 3).obs)
 
 
+def test_seeds_wrap_modulo_2_64_as_a_single_envs_do():
+    """Env i takes (seed + i) mod 2**64, the C env's 64-bit seed, as a single
+    env takes any int >= 0 mod 2**64: int seeds, sequence entries and the
+    construction seed alike."""
+    reference = Serial("CartPole", 3).reset(seed=[2**64 - 1, 0, 1])[0]
+    with Serial("CartPole", 3, seed=2**64 - 1) as pool:
+        np.testing.assert_array_equal(pool.obs, reference)
+        np.testing.assert_array_equal(pool.reset(seed=2**65 - 1)[0], reference)
+        np.testing.assert_array_equal(pool.reset(seed=[2**128 - 1, 2**64, 1])[0], reference)
+        with pytest.raises(ValueError, match=">= 0"):
+            pool.reset(seed=-1)
+        with pytest.raises(ValueError, match=r"seed\[1\]"):
+            pool.reset(seed=[0, -1, 0])
+
+
 def test_episode_stats_match_a_manual_count():
     pool = Serial("CartPole", 16)
     pool.reset(seed=3)

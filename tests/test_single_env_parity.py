@@ -332,8 +332,13 @@ def test_seeds_beyond_64_bits_are_taken_as_gymnasiums_envs_take_them():
     np.testing.assert_array_equal(env.reset(seed=2**64 + 5)[0], env.reset(seed=5)[0])
     assert env.np_random_seed == 5   # gymnasium's np_random seeded with the int given
     env.reset(seed=2**100)
-    vector = gymnasium.make_vec("shoal/CartPole-v0", 2, vectorization_mode="sync")
-    vector.reset(seed=2**64 - 1)
+    sync = gymnasium.make_vec("shoal/CartPole-v0", 3, vectorization_mode="sync")
+    native = gymnasium.make_vec("shoal/CartPole-v0", 3, vectorization_mode="vector_entry_point")
+    for seed in (2**64 - 1, 2**65 + 7):   # env i: (seed + i) mod 2**64 in both modes
+        np.testing.assert_array_equal(native.reset(seed=seed)[0], sync.reset(seed=seed)[0])
+    np.testing.assert_array_equal(native.reset(seed=2**64 - 1)[0][1], env.reset(seed=0)[0])
+    sync.close()
+    native.close()
     with pytest.raises(gymnasium.error.Error, match="greater or equal to zero"):   # gymnasium's own check
         env.reset(seed=-1)
 
