@@ -6,6 +6,7 @@ import inspect
 import os
 import subprocess
 import textwrap
+from pathlib import Path
 import sys
 
 import numpy as np
@@ -571,6 +572,32 @@ def test_out_of_memory_making_envs_is_a_memory_error_not_an_exit(tmp_path):
     assert out.returncode == 0 and "alive" in out.stdout, out.stdout + out.stderr[-2000:]
     assert "MemoryError: Humanoid: out of memory making" in out.stdout, out.stdout + out.stderr[-2000:]
     assert "MUJOCO_LOG.TXT" not in os.listdir(tmp_path)
+
+
+def test_pools_made_in_two_threads_at_once_put_mujocos_error_handler_back():
+    """The out-of-memory handler above is MuJoCo's one process-wide
+    mju_user_error: two threads making pools at once each saved the other's
+    and put it back, which left shoal's installed for good (every run of
+    this test, before the fix). The first thread in installs it, the last
+    out puts back what was there."""
+    mujoco = pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    import ctypes
+    import threading
+    shoal.make("Hopper", 1, backend="serial").close()   # the library built and loaded first
+    libmujoco = ctypes.CDLL(str(min(Path(mujoco.__file__).parent.glob("libmujoco.so*"))))
+    handler = ctypes.c_void_p.in_dll(libmujoco, "mju_user_error")
+    before = handler.value
+
+    def make_pools():
+        for _ in range(10):
+            shoal.make("Hopper", 256, backend="serial").close()
+
+    threads = [threading.Thread(target=make_pools) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert handler.value == before
 
 
 def test_first_use_build_takes_cc_shares_its_library_and_leaves_no_partial_file(tmp_path, monkeypatch):

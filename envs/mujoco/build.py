@@ -90,7 +90,7 @@ def library_path() -> Path:
                                 f"writable folder") from e
     os.close(fd)
     compiler = shlex.split(os.environ.get("CC") or "") or shlex.split(sysconfig.get_config_var("CC") or "cc")
-    command = [*compiler, "-O2", "-fPIC", "-shared", "-std=gnu11", "-ffp-contract=off",
+    command = [*compiler, "-O2", "-fPIC", "-shared", "-pthread", "-std=gnu11", "-ffp-contract=off",
                "-Wall", "-Wno-unused-function",
                f"-I{include}", f"-I{HERE}", f"-I{ENVS_DIR}",
                str(HERE / "library.c"), "-o", partial,

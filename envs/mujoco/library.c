@@ -13,6 +13,7 @@
  *                      alignment tests), _copy_data (rendering)
  *   bench              shoal_mj_block_run_steps (the plain C loop)
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -82,15 +83,40 @@ static void warn_to_stderr(const char* message) {
 /* A failed allocation in mj_makeData calls MuJoCo's error handler, whose
  * default writes MUJOCO_LOG.TXT and exits the process: while a block makes
  * its envs, this one jumps back there instead, which reports it (Python
- * then raises). Set only around those calls, and put back: the mujoco
- * Python package's handling stays its own. */
+ * then raises). The handler is one process-wide pointer, so it is installed
+ * by the first of the threads making envs and put back by the last (two
+ * pools made at once in two threads once left it installed for good); an
+ * error in another thread meanwhile goes to the handler it replaced. */
 static _Thread_local jmp_buf* making_envs;
+static pthread_mutex_t handler_lock = PTHREAD_MUTEX_INITIALIZER;
+static int threads_making_envs;
+static void (*handler_replaced)(const char*);
 
 static void jump_out_of_mujoco(const char* message) {
-    (void)message;
     if (making_envs) longjmp(*making_envs, 1);
-    fprintf(stderr, "MuJoCo error: %s\n", message);
+    if (handler_replaced) {
+        handler_replaced(message);
+        return;
+    }
+    fprintf(stderr, "MuJoCo error: %s\n", message);   /* as MuJoCo's default, without its log file */
     exit(1);
+}
+
+static void begin_making_envs(jmp_buf* jump) {
+    pthread_mutex_lock(&handler_lock);
+    if (threads_making_envs++ == 0) {
+        handler_replaced = mju_user_error;
+        mju_user_error = jump_out_of_mujoco;
+    }
+    pthread_mutex_unlock(&handler_lock);
+    making_envs = jump;
+}
+
+static void end_making_envs(void) {
+    making_envs = NULL;
+    pthread_mutex_lock(&handler_lock);
+    if (--threads_making_envs == 0) mju_user_error = handler_replaced;
+    pthread_mutex_unlock(&handler_lock);
 }
 
 mjModel* shoal_mj_load_model(const char* path, char* error, int error_size) {
@@ -214,21 +240,17 @@ shoal_mj_block* shoal_mj_block_new(
     memcpy(b->cfg, cfg, sizeof(double) * num_cfg);
     const int obs_size = KINDS[kind]->obs_size(m, b->cfg);
     jmp_buf jump;
-    void (*mujoco_handler)(const char*) = mju_user_error;
     if (setjmp(jump)) {   /* mj_makeData failed (out of memory) */
-        making_envs = NULL;
-        mju_user_error = mujoco_handler;
+        end_making_envs();
         goto oom;
     }
-    making_envs = &jump;
-    mju_user_error = jump_out_of_mujoco;
+    begin_making_envs(&jump);
     for (int64_t i = 0; i < count; i++) {
         mujoco_env* env = &b->envs[i];
         env->m = m;
         env->d = mj_makeData(m);
         if (!env->d) {
-            making_envs = NULL;
-            mju_user_error = mujoco_handler;
+            end_making_envs();
             goto oom;
         }
         env->state = (mujoco_state*)states + i;
@@ -240,8 +262,7 @@ shoal_mj_block* shoal_mj_block_new(
         env->max_steps = max_steps;
         env->dt = m->opt.timestep * frame_skip;
     }
-    making_envs = NULL;
-    mju_user_error = mujoco_handler;
+    end_making_envs();
     b->episodes = (shoal_episode*)episodes;
     b->requests = requests;
     b->selected = selected;
