@@ -543,6 +543,10 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
                              f"210 with INTER_AREA, as gymnasium's AtariPreprocessing does (EnvPool crops "
                              f"the top 210 rows instead)")
         envs = EnvPoolCompat(pool, task_id=task_id, render_mode=render_mode)
+        if family == "mujoco":   # EnvPool's MuJoCo actions are float64 (the pool rounds them to float32)
+            box = pool.single_action_space
+            envs.action_space = envs.single_action_space = gymnasium.spaces.Box(
+                box.low.astype(np.float64), box.high.astype(np.float64), box.shape, np.float64)
     except BaseException:
         pool.close()
         raise

@@ -547,7 +547,8 @@ def test_envpool_compat_make_has_envpools_spaces_and_config_keys():
     envpool = pytest.importorskip("envpool", reason="the comparison needs EnvPool (the bench extra)")
     pytest.importorskip("ale_py", reason="Atari envs need ale-py")
     import shoal.envpool_compat as compat
-    for task, kwargs in [("CartPole-v1", {}), ("Pong-v5", {}), ("Pong-v5", {"gray_scale": False, "stack_num": 2})]:
+    for task, kwargs in [("CartPole-v1", {}), ("Pong-v5", {}), ("Pong-v5", {"gray_scale": False, "stack_num": 2}),
+                         ("HalfCheetah-v5", {}), ("Hopper-v5", {})]:
         theirs = envpool.make_gymnasium(task, num_envs=2, **kwargs)
         with compat.make_gymnasium(task, num_envs=2, **kwargs) as ours:
             assert ours.observation_space == theirs.observation_space, task
@@ -557,6 +558,22 @@ def test_envpool_compat_make_has_envpools_spaces_and_config_keys():
                         "thread_affinity_offset", "gym_reset_return_info"):
                 assert ours.config[key] == theirs.config[key], (task, key)
         theirs.close()
+
+
+def test_envpool_compat_mujoco_actions_are_float64_as_envpools(no_leaks):
+    """EnvPool's MuJoCo action space is a float64 Box; the drop-in's too,
+    and its samples step (rounded to float32 in the pool, as gymnasium's
+    own MuJoCo envs' float32 actions are)."""
+    pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    import shoal.envpool_compat as compat
+    with compat.make_gymnasium("HalfCheetah-v5", num_envs=2) as envs, \
+            shoal.make("HalfCheetah", 2, backend="serial", seed=42) as pool:
+        assert envs.action_space == gymnasium.spaces.Box(-1.0, 1.0, (6,), np.float64)
+        envs.action_space.seed(0)
+        actions = np.stack([envs.action_space.sample() for _ in range(2)])
+        assert actions.dtype == np.float64
+        obs, *_ = envs.step(actions)
+        np.testing.assert_array_equal(obs, pool.step(actions.astype(np.float32))[0])
 
 
 def test_envpool_compat_takes_envpools_call_forms(no_leaks):
