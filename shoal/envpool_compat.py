@@ -550,12 +550,17 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
     except BaseException:
         pool.close()
         raise
-    if family != "atari":   # EnvPool's config has the task's threshold (CartPole-v0's is gymnasium's 195)
-        envs.config_extra = {"reward_threshold": 195.0 if task_id == "CartPole-v0" else pool.spec.reward_threshold}
+    if family != "atari":   # EnvPool's config has the task's threshold: gymnasium's, but for these two
+        envs.config_extra = {"reward_threshold": _ENVPOOL_REWARD_THRESHOLDS.get(task_id, pool.spec.reward_threshold)}
     else:   # EnvPool's Atari config names the game by its ROM id ("pong", "montezuma_revenge")
         from shoal.envs.atari import ROM_IDS
         envs.config_extra = {"task": ROM_IDS[name]}
     return envs
+
+
+# EnvPool 1.2.5's reward_threshold where it is not shoal's env's (gymnasium's):
+# CartPole-v0 is gymnasium's v0 (shoal's CartPole is v1's), Hopper-v5 is EnvPool's own
+_ENVPOOL_REWARD_THRESHOLDS = {"CartPole-v0": 195.0, "Hopper-v5": 6000.0}
 
 
 def _gymnasium_mujoco_options(name: str, options: dict) -> dict:

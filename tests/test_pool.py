@@ -547,33 +547,39 @@ def test_envpool_compat_make_has_envpools_spaces_and_config_keys():
     envpool = pytest.importorskip("envpool", reason="the comparison needs EnvPool (the bench extra)")
     pytest.importorskip("ale_py", reason="Atari envs need ale-py")
     import shoal.envpool_compat as compat
-    for task, kwargs in [("CartPole-v1", {}), ("Pong-v5", {}), ("Pong-v5", {"gray_scale": False, "stack_num": 2}),
-                         ("HalfCheetah-v5", {}), ("Hopper-v5", {})]:
+    for task, kwargs in [("CartPole-v0", {}), ("CartPole-v1", {}), ("Pong-v5", {}),
+                         ("Pong-v5", {"gray_scale": False, "stack_num": 2}),
+                         ("HalfCheetah-v5", {}), ("Hopper-v5", {}), ("Walker2d-v5", {}), ("Reacher-v5", {})]:
         theirs = envpool.make_gymnasium(task, num_envs=2, **kwargs)
         with compat.make_gymnasium(task, num_envs=2, **kwargs) as ours:
             assert ours.observation_space == theirs.observation_space, task
             assert ours.action_space == theirs.action_space, task
             assert ours.reset()[0].shape == theirs.reset()[0].shape
             for key in ("num_envs", "batch_size", "seed", "max_episode_steps", "max_num_players",
-                        "thread_affinity_offset", "gym_reset_return_info"):
-                assert ours.config[key] == theirs.config[key], (task, key)
+                        "thread_affinity_offset", "gym_reset_return_info", "reward_threshold"):
+                assert ours.config.get(key) == theirs.config.get(key), (task, key)
+            assert ours.spec.reward_threshold == theirs.spec.reward_threshold, task
         theirs.close()
 
 
-def test_envpool_compat_mujoco_actions_are_float64_as_envpools(no_leaks):
+def test_envpool_compat_mujoco_actions_and_thresholds_are_envpools(no_leaks):
     """EnvPool's MuJoCo action space is a float64 Box; the drop-in's too,
     and its samples step (rounded to float32 in the pool, as gymnasium's
-    own MuJoCo envs' float32 actions are)."""
+    own MuJoCo envs' float32 actions are). Its reward_threshold is
+    EnvPool's, which for Hopper-v5 is not gymnasium's 3800."""
     pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
     import shoal.envpool_compat as compat
     with compat.make_gymnasium("HalfCheetah-v5", num_envs=2) as envs, \
             shoal.make("HalfCheetah", 2, backend="serial", seed=42) as pool:
         assert envs.action_space == gymnasium.spaces.Box(-1.0, 1.0, (6,), np.float64)
+        assert envs.config["reward_threshold"] == 4800.0   # EnvPool's, gymnasium's
         envs.action_space.seed(0)
         actions = np.stack([envs.action_space.sample() for _ in range(2)])
         assert actions.dtype == np.float64
         obs, *_ = envs.step(actions)
         np.testing.assert_array_equal(obs, pool.step(actions.astype(np.float32))[0])
+    with compat.make_gymnasium("Hopper-v5", num_envs=1) as hopper:
+        assert hopper.config["reward_threshold"] == hopper.spec.reward_threshold == 6000.0   # EnvPool's own
 
 
 def test_envpool_compat_takes_envpools_call_forms(no_leaks):
