@@ -255,12 +255,13 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
 
     def recv(self, reset: bool = False, return_info: bool = True):
         """The pool's recv: the next batch (EnvPool's arguments: reset=True
-        returns (obs, info) as reset() does, or obs alone without
-        return_info; else the step's 5-tuple)."""
+        returns (obs, info) as reset() does, else the step's 5-tuple;
+        return_info is taken and, as by EnvPool 1.2.5's gymnasium envs,
+        not used: a reset's info comes back either way)."""
         sent, self._sent_step = self._sent_step, None
         result = self._result(sent if sent is not None else self.pool.recv(), reset=reset)
         if reset:
-            return (result[0], result[-1]) if return_info else result[0]
+            return result[0], result[-1]
         return result
 
     def async_reset(self, **kwargs) -> None:
