@@ -242,23 +242,29 @@ class GameScores:
         self.scores = np.zeros(num_envs)
         self.lengths = np.zeros(num_envs, dtype=np.int64)
 
-    def add(self, info: dict, truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def add(self, info: dict, truncated: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Count the step of the envs info["env_id"] names (truncated: their
         flags); (env ids whose game ended, over or cut at the frame limit,
-        their scores, their lengths), those envs' next games started. In
-        SAME_STEP an ended episode's step is final_info's (info holds its reset)."""
+        their scores, their lengths in steps, in emulator frames), those
+        envs' next games started. Frames are ALE's episode_frame_number at
+        the game's last step: the start's no-op frames and frameskip x steps,
+        what SB3's Monitor under AtariWrapper counts. In SAME_STEP an ended
+        episode's step is final_info's (info holds its reset)."""
         envs, reward, game_over = info["env_id"], info["reward"], info["terminated"]
+        frames = info["episode_frame_number"]
         finished = info.get("_final_obs")
         if finished is not None and finished.any():
             reward = np.where(finished, info["final_info"]["reward"], reward)
             game_over = np.where(finished, info["final_info"]["terminated"], game_over)
+            frames = np.where(finished, info["final_info"]["episode_frame_number"], frames)
         self.scores[envs] += reward
         self.lengths[envs] += 1
-        ended = envs[(game_over != 0) | truncated]
+        over = (game_over != 0) | truncated
+        ended = envs[over]
         scores, lengths = self.scores[ended], self.lengths[ended]   # (copies: fancy indexing)
         self.scores[ended] = 0.0
         self.lengths[ended] = 0
-        return ended, scores, lengths
+        return ended, scores, lengths, frames[over]
 
     def restart(self) -> None:
         """Every env starts a new game (a reset of the whole pool)."""

@@ -274,8 +274,9 @@ class ShoalVecEnv(_SameStepVecEnv):
         obs, rewards, terminated, truncated, info = self.pool.step(actions)
         if self._games is not None:
             now = round(time.time() - self._started, 6)
-            self._ended_games = {i: {"r": float(r), "l": int(n), "t": now}
-                                 for i, r, n in zip(*self._games.add(info, truncated))}
+            ended, scores, _, frames = self._games.add(info, truncated)
+            self._ended_games = {i: {"r": float(r), "l": int(n), "t": now}   # l: frames, as that Monitor's
+                                 for i, r, n in zip(ended, scores, frames)}
         for key in set(info) - self._info_keys - {"final_obs", "_final_obs", "final_info"}:
             del info[key]
         if "final_info" in info:
@@ -284,7 +285,8 @@ class ShoalVecEnv(_SameStepVecEnv):
 
     def step_wait(self):
         """As the base class's; an Atari game's end also puts SB3's Monitor
-        "episode" info ({"r": its real score, "l": its steps, "t"}) in the
+        "episode" info ({"r": its real score, "l": its emulator frames, as
+        that Monitor under AtariWrapper counts them, "t"}) in the
         env's infos, which SB3's loggers and evaluate_policy read."""
         obs, rewards, dones, infos = super().step_wait()
         for i, episode in self._ended_games.items():

@@ -542,7 +542,7 @@ class Rollout:
                 self.rewards_np[t - 1, rows.start + idx] += self.gamma * v.cpu().numpy()
 
     def _count_games(self, info: dict, trunc: np.ndarray) -> None:
-        _, scores, _ = self.game_scores.add(info, trunc)
+        _, scores, _, _ = self.game_scores.add(info, trunc)
         self.games[0] += len(scores)
         self.games[1] += float(scores.sum())
 

@@ -288,11 +288,13 @@ def test_game_counting_sums_unclipped_rewards_until_game_over_or_the_frame_limit
     ro.game_scores, ro.games = GameScores(4), [0, 0.0]
     ids = np.array([2, 3])
     no = np.zeros(2, bool)
+    frames = np.zeros(2, np.int32)   # (the pool's info has them; SB3's adapter reads them)
     ro._count_games({"env_id": ids, "reward": np.array([4.0, 1.0], np.float32),
-                     "terminated": np.array([0, 0], np.int32)}, no)
+                     "terminated": np.array([0, 0], np.int32), "episode_frame_number": frames}, no)
     ro._count_games({"env_id": ids, "reward": np.array([7.0, 0.0], np.float32),
-                     "terminated": np.array([1, 0], np.int32)}, no)                 # env 2: game over
+                     "terminated": np.array([1, 0], np.int32), "episode_frame_number": frames}, no)   # env 2: over
     ro._count_games({"env_id": ids, "reward": np.array([1.0, 1.0], np.float32),
-                     "terminated": np.array([0, 0], np.int32)}, np.array([False, True]))  # env 3: cut
+                     "terminated": np.array([0, 0], np.int32), "episode_frame_number": frames},
+                    np.array([False, True]))                                         # env 3: cut
     assert ro.take_game_stats() == [2, 11.0 + 2.0]
     assert ro.take_game_stats() == [0, 0.0] and ro.game_scores.scores.tolist() == [0, 0, 1.0, 0]

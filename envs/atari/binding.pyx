@@ -457,7 +457,7 @@ cdef class AtariGame:
         restarted = not go_on
         if restarted:
             self.new_game()
-        noops = int(self.np_random.integers(1, self.noop_max + 1)) if self.noop_max > 0 else 0
+        noops = int(self.np_random.integers(1, int(self.noop_max) + 1)) if self.noop_max > 0 else 0   # (a C int + 1 wraps at 2**31 - 1)
         if self.fire_start:          # EnvPool's fire start: the last start frame fires
             noops = max(noops - 1, 0)
         for start_action in [self.noop] * noops + ([self.fire] if self.fire_start else []):
