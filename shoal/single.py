@@ -187,7 +187,8 @@ class SingleEnv(gymnasium.Env):
             # gymnasium's MuJoCo envs take out-of-bounds actions (the physics
             # clamps them); the pool refuses NaN / inf.
             # (NaN / inf are the pool's check, in C; its error is put in this env's words below)
-            given, action = action, np.asarray(action, dtype=np.float32)
+            with np.errstate(over="ignore"):   # beyond float32: inf, which the pool refuses
+                given, action = action, np.asarray(action, dtype=np.float32)
             if action.shape != self.action_space.shape:
                 raise ValueError(f"action of shape {action.shape} for {self._pool.spec.name} is not in "
                                  f"{self.action_space}")
@@ -348,7 +349,12 @@ def box_action(action, space, where: str) -> np.ndarray:
     given = np.asarray(action)
     if given.shape != space.shape:
         raise ValueError(f"action of shape {given.shape} {where} is not in {space}")
-    if given.dtype.kind not in "fiu":
+    if given.dtype.kind == "O":   # numbers as objects (a list mixing numpy and torch scalars)
+        try:
+            given = given.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    if given.dtype.kind not in "fiub":   # (bools are 0 / 1, as gymnasium's MuJoCo envs take them)
         raise ValueError(f"action {where} must be real numbers ({space}), got dtype {given.dtype}")
     with np.errstate(over="ignore"):   # beyond float32: becomes inf, refused below
         action = given.astype(np.float32)
