@@ -578,6 +578,7 @@ def test_out_of_memory_making_envs_is_a_memory_error_not_an_exit(tmp_path):
                          timeout=300)
     assert out.returncode == 0 and "alive" in out.stdout, out.stdout + out.stderr[-2000:]
     assert "MemoryError: Humanoid: out of memory making" in out.stdout, out.stdout + out.stderr[-2000:]
+    assert "of a pool of 2048" in out.stdout or "making 2048 MuJoCo envs" in out.stdout, out.stdout
     assert "MUJOCO_LOG.TXT" not in os.listdir(tmp_path)
 
 

@@ -584,7 +584,10 @@ class Block:
             mode, error, len(error))
         if not self._block:
             said = error.value.decode(errors="replace")
-            raise (MemoryError if said.startswith("out of memory") else RuntimeError)(f"{binding.spec.name}: {said}")
+            if said.startswith("out of memory"):
+                of_pool = f" (envs {start}..{stop - 1} of a pool of {n})" if self.count != n else ""
+                raise MemoryError(f"{binding.spec.name}: {said}{of_pool}: make fewer envs per process")
+            raise RuntimeError(f"{binding.spec.name}: {said}")
         self._start = start
         # Each env's camera for render_pool (gymnasium fixes a free camera
         # when the env's first frame is drawn): (tracking, env index in the
