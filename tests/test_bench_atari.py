@@ -172,6 +172,7 @@ def test_skipped_without_ale_py_or_cv2(monkeypatch):
     lines, errors = section.run(tiny(), 2, None)
     assert errors == []
     assert "Skipped: OpenCV (cv2) is not installed" in "\n".join(lines)
+    assert "opencv-python-headless" in "\n".join(lines)   # the atari extra alone does not bring it
 
 
 def test_cli_atari_group(tmp_path):

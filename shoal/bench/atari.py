@@ -175,8 +175,10 @@ def missing() -> str | None:
         except Exception as e:   # a broken binary wheel
             return f"ale-py / OpenCV cannot be imported ({type(e).__name__}: {e})"
         return None
+    # (the section compares with gymnasium's AtariPreprocessing, which resizes with OpenCV;
+    # shoal's own Atari envs, the atari extra, do not need it)
     return (f"{' and '.join(lacking)} {'is' if len(lacking) == 1 else 'are'} not installed "
-            f"(`pip install \"shoal[atari]\"`).")
+            f"(`pip install \"shoal[atari]\" opencv-python-headless`).")
 
 
 def versions() -> str:
