@@ -160,7 +160,7 @@ class ConstructionSeed:
             seeded = np.ones(num_envs, dtype=np.bool_)
         else:
             entries = list(seed)
-            self.seeds = np.array([0 if s is None else int(s) for s in entries], dtype=np.uint64)
+            self.seeds = np.array([0 if s is None else int(s) % 2**64 for s in entries], dtype=np.uint64)
             seeded = np.array([s is not None for s in entries], dtype=np.bool_)
         self.unstepped: np.ndarray | None = seeded if seeded.any() else None
 

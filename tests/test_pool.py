@@ -172,6 +172,9 @@ def test_seeds_wrap_modulo_2_64_as_a_single_envs_do():
             pool.reset(seed=-1)
         with pytest.raises(ValueError, match=r"seed\[1\]"):
             pool.reset(seed=[0, -1, 0])
+    with Serial("CartPole", 3, seed=[2**65 - 1, 2**64, 1]) as pool:
+        np.testing.assert_array_equal(pool.obs, reference)
+        np.testing.assert_array_equal(pool.reset()[0], reference)   # the construction's seeds again
 
 
 def test_episode_stats_match_a_manual_count():
