@@ -29,9 +29,10 @@ absent agents, so rows whose mask is false (Drive's finished cars,
 Explorer's inactive agents) are trained on as zero obs with zero reward;
 shoal's own trainer (`shoal train`) honours the masks instead.
 
-Python envs: `VectorEnvAdapter(shoal.pool.AsyncVectorEnv([...]))` turns
-shoal's pool of gymnasium envs (or any gymnasium VectorEnv) into a VecEnv the
-same way.
+Python envs: `VectorEnvAdapter(shoal.pool.AsyncVectorEnv([...],
+autoreset_mode="same_step"))` turns shoal's pool of gymnasium envs (or any
+gymnasium VectorEnv that autoresets in SAME_STEP, as SB3 does) into a VecEnv
+the same way.
 
 Needs `stable-baselines3` (`pip install "shoal[sb3]"`); importing shoal never
 imports it.

@@ -1,9 +1,10 @@
 """README's Python examples run, in order, in one namespace (a block may use
-names an earlier one made), so they cannot go stale. The CUDA example runs
+objects an earlier one made, and imports its own modules), so they cannot go stale. The CUDA example runs
 on the GPU where there is one, else with device="cpu" (the same API over
 the Cython loop); num_envs are shrunk to keep the suite fast."""
 import re
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,10 @@ def test_readme_examples_run(capsys, tmp_path):
             torch = pytest.importorskip("torch")
             if not torch.cuda.is_available():
                 code = code.replace('device="cuda"', 'device="cpu"')
+        # a block may use what earlier ones made, but imports its own modules
+        # (a reader copies one block: a missing import once passed here)
+        for name in [name for name, value in namespace.items() if isinstance(value, types.ModuleType)]:
+            del namespace[name]
         exec(compile(code, f"README.md block:\n{block[:60]}", "exec"), namespace)
     for value in namespace.values():   # close what the examples left open
         close = getattr(value, "close", None)
