@@ -602,6 +602,18 @@ except ImportError as e:
         in out.stdout
 
 
+def test_the_screens_own_size_is_a_copy_without_opencv():
+    """img_height / img_width of the screen itself (EnvPool's "no resize")
+    is a copy: shoal's own taps do it exactly, so OpenCV is not needed (it
+    was asked for, as for a whole-number scale)."""
+    from shoal.envs.atari.binding import AreaResize, resize_area
+    rng = np.random.default_rng(0)
+    for shape in ((210, 160), (210, 160, 3), (250, 160)):
+        assert AreaResize(shape[0], shape[1], shape[0], shape[1], 1 if len(shape) == 2 else 3).by_opencv is None
+        screen = rng.integers(0, 256, shape).astype(np.uint8)
+        np.testing.assert_array_equal(resize_area(screen, shape[0], shape[1]), screen)
+
+
 def test_area_resize_equals_opencv_byte_for_byte():
     """The binding's INTER_AREA resize (tables built once per env) against
     cv2.resize on random and flat-coloured screens, gray and RGB, several sizes:

@@ -262,7 +262,8 @@ cdef class AreaResize:
         self.src_shape = (src_h, src_w) + colour
         self.dst_shape = (dst_h, dst_w) + colour
         self.by_opencv = None
-        if (src_h % dst_h == 0 and src_w % dst_w == 0) or dst_h > src_h or dst_w > src_w:
+        same_size = (src_h, src_w) == (dst_h, dst_w)   # a copy, which the taps below do exactly
+        if (src_h % dst_h == 0 and src_w % dst_w == 0 and not same_size) or dst_h > src_h or dst_w > src_w:
             try:
                 import cv2
             except ImportError as e:
