@@ -608,6 +608,30 @@ def test_pools_made_in_two_threads_at_once_put_mujocos_error_handler_back():
     assert handler.value == before
 
 
+def test_the_build_links_the_libmujoco_of_the_mujoco_imported(tmp_path, monkeypatch):
+    """`pip install mujoco==3.3.7` over 4.0 leaves 4.0's mujoco-core (and its
+    libmujoco.so.4.0.0) beside 3.3.7's, with 3.3.7's headers: the build
+    once took the last name in sorted order (4.0.0) and 4.0's version for
+    its cache, so the envs ran another physics than gymnasium's, or failed
+    on the headers' sizes. It takes the imported version's library, and by
+    number when none matches (.so.10 after .so.9)."""
+    import importlib.machinery
+    from shoal.envs.mujoco import build
+    (tmp_path / "include" / "mujoco").mkdir(parents=True)
+    (tmp_path / "include" / "mujoco" / "mujoco.h").touch()
+    for version in ("3.3.7", "4.0.0", "9.1.0", "10.0.0"):
+        (tmp_path / f"libmujoco.so.{version}").touch()
+    fake = importlib.machinery.ModuleSpec("mujoco", None, is_package=True)
+    fake.submodule_search_locations = [str(tmp_path)]
+    monkeypatch.setattr(build.importlib.util, "find_spec", lambda name: fake)
+    versions = {"mujoco": "3.3.7", "mujoco-core": "4.0.0"}   # the downgrade's leftover
+    monkeypatch.setattr(build.importlib.metadata, "version", lambda dist: versions[dist])
+    assert build._mujoco_version() == "3.3.7"
+    assert build.mujoco_dirs() == (tmp_path / "include", tmp_path, "libmujoco.so.3.3.7")
+    versions["mujoco"] = "3.3.7.post1"   # no library of that name: the newest
+    assert build.mujoco_dirs()[2] == "libmujoco.so.10.0.0"
+
+
 def test_first_use_build_takes_cc_shares_its_library_and_leaves_no_partial_file(tmp_path, monkeypatch):
     """The library compiled on first use: built with $CC when set (as
     setuptools builds with it), readable by other users (a cache warmed by

@@ -21,6 +21,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import re
 import shlex
 import subprocess
 import sysconfig
@@ -44,15 +45,28 @@ def mujoco_dirs() -> tuple[Path, Path, str]:
         raise MujocoUnavailable(f"shoal's MuJoCo envs need the mujoco package: {INSTALL_HINT}")
     for location in spec.submodule_search_locations:
         root = Path(location)
-        libs = sorted(root.glob("libmujoco.so*"))
+        libs = [path.name for path in root.glob("libmujoco.so*")]
         if (root / "include" / "mujoco" / "mujoco.h").is_file() and libs:
-            return root / "include", root, libs[-1].name
+            return root / "include", root, _library_of(libs, _mujoco_version())
     raise MujocoUnavailable(f"the installed mujoco package ({', '.join(spec.submodule_search_locations)}) "
                             f"ships no libmujoco.so with C headers; reinstall it: {INSTALL_HINT}")
 
 
+def _library_of(names: list[str], version: str) -> str:
+    """The libmujoco of the installed mujoco version, among the folder's
+    libmujoco.so* files: pip leaves an old one behind when mujoco is
+    downgraded (4.0's mujoco-core stays), and the headers are the new
+    install's, so the version's own library, else the newest (by number:
+    .so.10 after .so.9)."""
+    if f"libmujoco.so.{version}" in names:
+        return f"libmujoco.so.{version}"
+    return max(names, key=lambda name: [int(part) for part in re.findall(r"\d+", name)])
+
+
 def _mujoco_version() -> str:
-    for dist in ("mujoco-core", "mujoco"):
+    # "mujoco" first: it is what `import mujoco` is (a downgrade from 4.x to
+    # 3.x leaves 4.x's mujoco-core package installed)
+    for dist in ("mujoco", "mujoco-core"):
         try:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
