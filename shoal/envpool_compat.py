@@ -64,9 +64,10 @@ ENVPOOL_ATARI_DEFAULTS = {"use_fire_reset": True, "repeat_action_probability": 0
                           "max_episode_steps": 27_000, "channels_first": True,
                           "max_num_frames_per_episode": 0}
 # EnvPool's options that shoal takes only at the value that changes nothing.
-_ATARI_FIXED = {"zero_discount_on_life_loss": (False, "shoal has no info['discount']; "
-                                                      "terminal_on_life_loss=True ends the episode instead"),
-                "use_inter_area_resize": (True, "shoal always resizes with INTER_AREA")}
+_ATARI_FIXED = {"use_inter_area_resize": (True, "shoal always resizes with INTER_AREA")}
+# EnvPool's options that change nothing in its gymnasium API, taken as given
+# (zero_discount_on_life_loss sets a discount that only its dm_env API has)
+_ATARI_NO_EFFECT = {"zero_discount_on_life_loss": False}
 _MUJOCO_FIXED = {"frame_stack": (1, "stack observations in the learner"),
                  "gymnasium_v5_render_camera": (True, "shoal renders gymnasium v5's camera")}
 # EnvPool's make() keywords for drawing, which the drop-in refuses (saying why)
@@ -374,7 +375,7 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
                 # EnvPool's own entries that code reads: one player per env, no
                 # thread pinning, the gymnasium reset's (obs, info)
                 "max_num_players": pool.spec.agents, "thread_affinity_offset": -1,
-                "gym_reset_return_info": True,
+                "gym_reset_return_info": True, "env_seed": [],
                 **self.config_extra, **options}
 
     def __len__(self) -> int:
@@ -505,6 +506,12 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
             (options.get("img_height"), options.get("img_width")) == (210, 160)
         if no_resize:   # the screen's own size: no resize, either rule (checked below: tall screens)
             del options["use_inter_area_resize"]
+        no_effect = {}
+        for key, default in _ATARI_NO_EFFECT.items():
+            value = options.pop(key, default)
+            if value not in (False, True) or not isinstance(value, (bool, np.bool_, int, np.integer)):
+                raise ValueError(f"{task_id}: {key} must be a bool (or 0 / 1), got {value!r}")
+            no_effect[key] = bool(value)
         _take_fixed(options, _ATARI_FIXED, task_id)
         if "frame_skip" in options:
             options["frameskip"] = options.pop("frame_skip")
@@ -555,8 +562,38 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
         envs.config_extra = {"reward_threshold": _ENVPOOL_REWARD_THRESHOLDS.get(task_id, pool.spec.reward_threshold)}
     else:   # EnvPool's Atari config names the game by its ROM id ("pong", "montezuma_revenge")
         from shoal.envs.atari import ROM_IDS
-        envs.config_extra = {"task": ROM_IDS[name]}
+        envs.config_extra = {"task": ROM_IDS[name], **no_effect,
+                             **{key: value for key, (value, _) in _ATARI_FIXED.items()}}
+    if family == "mujoco":
+        envs.config_extra.update(_envpool_mujoco_config(name, pool.spec.env_kwargs))
     return envs
+
+
+def _envpool_mujoco_config(name: str, env_kwargs: dict) -> dict:
+    """EnvPool's config entries of a MuJoCo task under its own names, from
+    the env's (gymnasium's) options: a <x>_range's finite ends as <x>_min /
+    <x>_max, renamed weights (Reacher's ctrl_cost_weight), and the options
+    EnvPool has at the one value shoal takes; so code that reads
+    `config["healthy_z_min"]` reads what the env does."""
+    from shoal.envs.mujoco import _ENVPOOL_RENAMED, ENVPOOL_NO_CONTACT_FORCE, ENVPOOL_V5_VALUES
+    entries = {key: value for key, (value, _) in _MUJOCO_FIXED.items()}
+    entries["post_constraint"] = True
+    entries.update(ENVPOOL_V5_VALUES.get(name, {}))
+    if name in ENVPOOL_NO_CONTACT_FORCE:
+        entries["use_contact_force"] = not all(env_kwargs.get(key) == value
+                                               for key, value in ENVPOOL_NO_CONTACT_FORCE[name].items())
+    for key, usages in _ENVPOOL_RENAMED.items():
+        base, _, end = key.rpartition("_")
+        bounds = env_kwargs.get(f"{base}_range", env_kwargs.get("impact_cost_range") if base == "contact_cost" else None)
+        if end in ("min", "max") and bounds is not None:   # (HumanoidStandup's contact cost: its impact_cost_range)
+            value = float(bounds[0] if end == "min" else bounds[1])
+            if np.isfinite(value):
+                entries[key] = value
+        else:
+            renamed = [usage for usage in usages if "=" not in usage and usage in env_kwargs]
+            if renamed and not key.startswith("reset_q"):
+                entries[key] = env_kwargs[renamed[0]]
+    return entries
 
 
 # EnvPool 1.2.5's reward_threshold where it is not shoal's env's (gymnasium's):

@@ -437,7 +437,8 @@ def test_envpool_compat_make_takes_envpools_task_ids_and_defaults(no_leaks):
             ("CartPole-v1", {"num_threads": 1.5}, "num_threads must be an int"),
             ("CartPole-v01", {}, "not one shoal has"),
             ("HalfCheetah-v4", {}, "HalfCheetah-v5 only"), ("Snake-v0", {}, "not one shoal has"),
-            ("Pong-v5", {"zero_discount_on_life_loss": True}, "can only be False"),
+            ("Pong-v5", {"zero_discount_on_life_loss": 2}, "must be a bool"),
+            ("Pong-v5", {"use_inter_area_resize": False}, "can only be True"),
             ("CartPole-v1", {"env_seed": [1, 2]}, "a seed per env"),
             ("CartPole-v1", {"env_type": "dm"}, "gymnasium's API only")]:
         with pytest.raises(ValueError, match=message):
@@ -541,7 +542,8 @@ def test_envpool_compat_is_a_gymnasium_env_and_vector_env_for_wrappers(no_leaks)
 
 
 # EnvPool's config entries that are the same for every shoal pool
-ENVPOOL_FIXED_CONFIG = {"max_num_players": 1, "thread_affinity_offset": -1, "gym_reset_return_info": True}
+ENVPOOL_FIXED_CONFIG = {"max_num_players": 1, "thread_affinity_offset": -1, "gym_reset_return_info": True,
+                        "env_seed": []}
 
 
 def test_envpool_compat_make_has_envpools_spaces_and_config_keys():
@@ -551,16 +553,18 @@ def test_envpool_compat_make_has_envpools_spaces_and_config_keys():
     pytest.importorskip("ale_py", reason="Atari envs need ale-py")
     import shoal.envpool_compat as compat
     for task, kwargs in [("CartPole-v0", {}), ("CartPole-v1", {}), ("Pong-v5", {}),
-                         ("Pong-v5", {"gray_scale": False, "stack_num": 2}),
-                         ("HalfCheetah-v5", {}), ("Hopper-v5", {}), ("Walker2d-v5", {}), ("Reacher-v5", {})]:
+                         ("Pong-v5", {"gray_scale": False, "stack_num": 2, "zero_discount_on_life_loss": True}),
+                         ("HalfCheetah-v5", {}), ("Hopper-v5", {"healthy_z_min": 0.5}), ("Walker2d-v5", {}),
+                         ("Reacher-v5", {"ctrl_cost_weight": 0.5}), ("Ant-v5", {}), ("HumanoidStandup-v5", {}),
+                         ("InvertedDoublePendulum-v5", {}), ("Pusher-v5", {})]:
         theirs = envpool.make_gymnasium(task, num_envs=2, **kwargs)
         with compat.make_gymnasium(task, num_envs=2, **kwargs) as ours:
             assert ours.observation_space == theirs.observation_space, task
             assert ours.action_space == theirs.action_space, task
             assert ours.reset()[0].shape == theirs.reset()[0].shape
-            for key in ("num_envs", "batch_size", "seed", "max_episode_steps", "max_num_players",
-                        "thread_affinity_offset", "gym_reset_return_info", "reward_threshold"):
-                assert ours.config.get(key) == theirs.config.get(key), (task, key)
+            for key in set(theirs.config) - {"base_path", "num_threads"}:   # (its assets; workers differ)
+                assert ours.config.get(key) == theirs.config[key], (task, key)
+            assert ours.config.get("reward_threshold") == theirs.config.get("reward_threshold"), task
             assert ours.spec.reward_threshold == theirs.spec.reward_threshold, task
         theirs.close()
 
@@ -583,6 +587,29 @@ def test_envpool_compat_mujoco_actions_and_thresholds_are_envpools(no_leaks):
         np.testing.assert_array_equal(obs, pool.step(actions.astype(np.float32))[0])
     with compat.make_gymnasium("Hopper-v5", num_envs=1) as hopper:
         assert hopper.config["reward_threshold"] == hopper.spec.reward_threshold == 6000.0   # EnvPool's own
+
+
+def test_envpool_compat_config_has_envpools_option_names(no_leaks):
+    """EnvPool's config names a MuJoCo task's options its own way (a range's
+    ends as <x>_min / <x>_max, Reacher's ctrl_cost_weight) and holds the
+    options fixed in the drop-in; code reading them by those names reads
+    what the env does. Atari's zero_discount_on_life_loss, which only
+    EnvPool's dm_env API uses, is taken either way."""
+    pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    import shoal.envpool_compat as compat
+    with compat.make_gymnasium("Hopper-v5", num_envs=1, healthy_z_min=0.5) as hopper:
+        config = hopper.config
+        assert config["healthy_z_min"] == 0.5 and "healthy_z_max" not in config   # (0.5, inf)
+        assert (config["healthy_angle_min"], config["healthy_angle_max"]) == (-0.2, 0.2)
+        assert hopper.spec.config.velocity_max == 10.0 and config["post_constraint"] is True
+        assert config["env_seed"] == [] and config["frame_stack"] == 1
+    with compat.make_gymnasium("Reacher-v5", num_envs=1, ctrl_cost_weight=0.5) as reacher:
+        assert reacher.config["ctrl_cost_weight"] == reacher.config["reward_control_weight"] == 0.5
+    with compat.make_gymnasium("Ant-v5", num_envs=1, use_contact_force=False) as ant:
+        assert ant.config["use_contact_force"] is False and ant.config["contact_force_max"] == 1.0
+    pytest.importorskip("ale_py", reason="Atari envs need ale-py")
+    with compat.make_gymnasium("Pong-v5", num_envs=1, zero_discount_on_life_loss=True) as pong:
+        assert pong.config["zero_discount_on_life_loss"] is True and pong.config["use_inter_area_resize"] is True
 
 
 def test_envpool_compat_takes_envpools_call_forms(no_leaks):
