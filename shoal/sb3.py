@@ -100,11 +100,17 @@ def _spread(source: dict, envs: np.ndarray, infos: list[dict], keys=None) -> Non
     is set; a native pool's, every env) into infos[i] for the envs in `envs`
     (only `keys`, when given), as Python scalars where they are numpy's."""
     for key, values in source.items():
-        if key.startswith("_") or key in _NOT_ENV_INFO or (keys is not None and key not in keys):
+        if _is_mask(key, source) or key in _NOT_ENV_INFO or (keys is not None and key not in keys):
             continue
         present = source.get(f"_{key}")
         for i in np.flatnonzero(envs if present is None else present & envs).tolist():
             infos[i][key] = _env_value(values, i)
+
+
+def _is_mask(key: str, infos: dict) -> bool:
+    """Whether `key` is gymnasium's mask of another key ("_x" beside "x"),
+    not an env's own key that starts with "_"."""
+    return key.startswith("_") and key[1:] in infos
 
 
 def _env_value(values, i: int):
@@ -114,11 +120,20 @@ def _env_value(values, i: int):
     becomes env i's dict."""
     if isinstance(values, dict):
         return {key: _env_value(value, i) for key, value in values.items()
-                if not key.startswith("_") and (f"_{key}" not in values or values[f"_{key}"][i])}
+                if not _is_mask(key, values) and (f"_{key}" not in values or values[f"_{key}"][i])}
     value = values[i]
     if isinstance(value, np.ndarray):   # a row of a per-env array (Humanoid's tendon lengths)
         return value.copy()
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _copied(obs):
+    """obs, a numpy array or a dict / tuple of them (Dict, Tuple spaces), copied."""
+    if isinstance(obs, dict):
+        return {key: _copied(value) for key, value in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_copied(value) for value in obs)
+    return obs.copy()
 
 
 def _fps(metadata: dict) -> dict:
@@ -168,7 +183,7 @@ class _SameStepVecEnv(VecEnv):
         self._reset_options()
         self.reset_infos = [{} for _ in range(self.num_envs)]
         _spread(info, np.ones(self.num_envs, dtype=bool), self.reset_infos, self._reset_info_keys)
-        return obs.copy() if self.copy_obs else obs
+        return _copied(obs) if self.copy_obs else obs
 
     def _one_options(self) -> dict | None:
         """set_options()'s per-env dicts as the one dict a vector env's reset
@@ -203,7 +218,7 @@ class _SameStepVecEnv(VecEnv):
             for i in np.flatnonzero(dones).tolist():
                 self.reset_infos[i] = fresh[i]
         # rewards: always a fresh array (VecNormalize keeps the last step's)
-        return (obs.copy() if self.copy_obs else obs), np.array(rewards, dtype=np.float32), dones, infos
+        return (_copied(obs) if self.copy_obs else obs), np.array(rewards, dtype=np.float32), dones, infos
 
     def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
         return [False] * len(self._get_indices(indices))
@@ -352,6 +367,12 @@ class VectorEnvAdapter(_SameStepVecEnv):
     that ends an episode returns the next episode's first obs, with the last
     obs in infos["final_obs"]. Sub-env attributes and methods go through the
     vector env's get_attr / set_attr / call.
+
+    Each env's info is read back from the vector env's merged infos, so it
+    is what gymnasium's merging kept (DummyVecEnv passes each env's dict
+    as it is): a key's array takes the dtype and shape of the first env
+    that gave it (an int then 2.5 is 2; rows of other shapes fail in the
+    vector env), and numpy scalars come back as Python numbers.
     """
 
     def __init__(self, vector_env):
@@ -362,6 +383,9 @@ class VectorEnvAdapter(_SameStepVecEnv):
             raise ValueError(f"SB3 needs SAME_STEP autoreset; this vector env autoresets {mode}: make it "
                              f"with autoreset_mode='same_step'")
         self.vector_env = vector_env
+        # copy=False: its obs are views rewritten by the next step, which SB3
+        # would store as the obs its action was taken from (DummyVecEnv's are copies)
+        self.copy_obs = getattr(vector_env, "copy", True) is False
         super().__init__(vector_env.num_envs, vector_env.single_observation_space,
                          vector_env.single_action_space)
         self.metadata = {**self.metadata, **_fps(vector_env.metadata)}   # for VecVideoRecorder

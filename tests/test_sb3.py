@@ -267,6 +267,44 @@ def test_vector_env_adapter_passes_on_step_infos_as_dummy_vec_env():
         ref.close()
 
 
+class _InfoEnv(gymnasium.Env):
+    """Counts; its info has a key starting with "_" of its own."""
+    observation_space = gymnasium.spaces.Box(0, 1000, (1,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {"_private": 7}
+
+    def step(self, action):
+        self.t += 1
+        return np.full(1, self.t, np.float32), 1.0, self.t == 5, False, {"_private": 7, "score": self.t}
+
+
+def test_vector_env_adapter_keeps_underscore_keys_and_copies_a_copy_false_envs_obs():
+    """An env's own "_x" key is not gymnasium's mask of "x" (it was dropped);
+    over a copy=False vector env, whose obs are views the next step
+    rewrites, the adapter returns copies, as DummyVecEnv does (SB3 stores
+    the obs after the step: it would have stored the next one)."""
+    from shoal.pool import AsyncVectorEnv
+    from shoal.sb3 import VectorEnvAdapter
+    ref = DummyVecEnv([_InfoEnv] * 2)
+    for copy in (True, False):
+        ours = VectorEnvAdapter(AsyncVectorEnv([_InfoEnv] * 2, autoreset_mode="same_step", copy=copy,
+                                               num_workers=1))
+        try:
+            first = ours.reset()
+            ref.reset()
+            assert ours.reset_infos == ref.reset_infos == [{"_private": 7}] * 2
+            infos = ours.step(np.zeros(2, np.int64))[3]
+            assert [info["_private"] for info in infos] == [7, 7] and infos[0]["score"] == 1
+            assert first.tolist() == [[0.0], [0.0]], copy   # not rewritten by the step
+        finally:
+            ours.close()
+    ref.close()
+
+
 def _monitored_cartpole():
     from stable_baselines3.common.monitor import Monitor
     return Monitor(gymnasium.make("CartPole-v1"))
