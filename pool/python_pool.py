@@ -190,6 +190,15 @@ def _address_of(memory) -> int:
 # Worker side
 # ---------------------------------------------------------------------------
 
+
+def _not_an_info(info, env) -> TypeError:
+    """The error for an env whose reset / step gave an info that is no dict
+    (gymnasium's vector envs fail on it too, with an AttributeError of their
+    merging)."""
+    return TypeError(f"{env} returned info {info!r} ({type(info).__name__}): gymnasium's reset and step "
+                     f"return a dict (empty for none)")
+
+
 class _EnvBlock:
     """Worker side: envs [start, start + len(envs)) of the pool, stepped in
     order, their results written to rows of the shared buffers."""
@@ -241,6 +250,7 @@ class _EnvBlock:
             elif mode == AutoresetMode.SAME_STEP:
                 obs, reward, terminated, truncated, info = env.step(action)
                 if terminated or truncated:
+                    # (an ended step's info is kept as it is, None too, as SyncVectorEnv's final_info)
                     # the same two infos, in the same order, as SyncVectorEnv adds them
                     infos.append((i, {"final_obs": obs, "final_info": info}))
                     obs, info = env.reset()
@@ -250,7 +260,9 @@ class _EnvBlock:
             self.rewards[i] = reward
             self.terminations[i] = terminated
             self.truncations[i] = truncated
-            if info:
+            if not isinstance(info, dict):
+                raise _not_an_info(info, env)
+            if info:   # ({} is the usual: nothing to send)
                 infos.append((i, info))
         obs_reply = self._obs_reply()
         if infos or obs_reply is not None:
@@ -266,6 +278,8 @@ class _EnvBlock:
             obs, info = env.reset(seed=seeds[j], options=options)
             self._store_obs(j, obs)
             self.autoreset[j] = False
+            if not isinstance(info, dict):
+                raise _not_an_info(info, env)
             if info:
                 infos.append((self.start + j, info))
         return self._obs_reply(), infos

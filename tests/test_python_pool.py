@@ -399,6 +399,51 @@ def test_an_observation_of_the_wrong_shape_is_an_error_as_in_sync(no_leaks, bad)
     assert env.closed
 
 
+class NoInfoEnv(gymnasium.Env):
+    """Returns info None from `where` ("reset", "step", or "end": the step
+    that ends an episode, whose info SAME_STEP keeps as final_info)."""
+    observation_space, action_space = spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(2)
+
+    def __init__(self, where):
+        self.where = where
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(3, np.float32), (None if self.where == "reset" else {})
+
+    def step(self, action):
+        return np.zeros(3, np.float32), 0.0, self.where == "end", False, (None if self.where != "reset" else {})
+
+
+@pytest.mark.parametrize("where, mode", [("reset", AutoresetMode.NEXT_STEP), ("step", AutoresetMode.NEXT_STEP),
+                                         ("step", AutoresetMode.SAME_STEP)])
+def test_an_info_that_is_not_a_dict_is_an_error_as_in_sync(no_leaks, where, mode):
+    """gymnasium's vector envs fail on an info of None (an AttributeError
+    of their merging); shoal's pool took it silently as no info. (An
+    ended step's info in SAME_STEP is kept as final_info, None too, in
+    both: the last check.)"""
+    fns = [functools.partial(NoInfoEnv, where)] * 2
+    sync = SyncVectorEnv(fns, autoreset_mode=mode)
+    with pytest.raises(AttributeError):
+        sync.reset(seed=0)
+        sync.step(np.zeros(2, np.int64))
+    sync.close()
+    env = AsyncVectorEnv(fns, num_workers=2, autoreset_mode=mode)
+    with pytest.warns(UserWarning), pytest.raises(TypeError, match="returned info None .*return a dict"):
+        env.reset(seed=0)
+        env.step(np.zeros(2, np.int64))
+    assert env.closed
+    ends = [functools.partial(NoInfoEnv, "end")] * 2
+    sync = SyncVectorEnv(ends, autoreset_mode=AutoresetMode.SAME_STEP)
+    env = AsyncVectorEnv(ends, num_workers=2, autoreset_mode=AutoresetMode.SAME_STEP)
+    sync.reset(seed=0)
+    env.reset(seed=0)
+    ours, theirs = env.step(np.zeros(2, np.int64)), sync.step(np.zeros(2, np.int64))
+    assert list(ours[4]["final_info"]) == list(theirs[4]["final_info"]) == [None, None]
+    assert_same(ours, theirs)
+    env.close()
+    sync.close()
+
+
 class WrongDtypeObsEnv(gymnasium.Env):
     """Returns `bad`, of the right shape but a dtype numpy would not cast
     "same_kind" into its space's, after reset."""
