@@ -773,11 +773,12 @@ class AsyncVectorEnv(VectorEnv):
             self._close_now()
             raise
 
-    def _drain(self) -> None:
-        """Let a command that timed out finish, dropping its results."""
+    def _drain(self, timeout: float | None = None) -> None:
+        """Let a command that timed out finish, dropping its results (up to
+        `timeout`: mp.TimeoutError after it, the command still stale)."""
         if self._stale:
             self._stale = False
-            self._finish(None, "drain")
+            self._finish(timeout, "drain")
 
     def _raise_worker_errors(self, errors: list, while_starting: bool = False) -> None:
         self._close_now()
@@ -1051,7 +1052,7 @@ class AsyncVectorEnv(VectorEnv):
                 logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
                 getattr(self, f"{self._state.value}_wait")(timeout)
             elif self._stale and not terminate:
-                self._drain()
+                self._drain(timeout)   # (a stuck env: the timeout, then the workers are killed)
         except mp.TimeoutError:
             terminate = True
         except Exception:

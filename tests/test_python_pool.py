@@ -863,6 +863,20 @@ def test_timeout_then_close(no_leaks):
     assert pool.closed
 
 
+def test_close_with_a_timeout_after_a_timed_out_step_waits_that_long_only(no_leaks):
+    """close(timeout=t) after a step_wait that timed out waits t for the
+    stuck step, then kills the workers (it waited for the step whole)."""
+    pool = AsyncVectorEnv(rich_fns(2, delay=0.0), num_workers=2)
+    pool.reset(seed=0)
+    pool.set_attr("delay", [0.0, 30.0])
+    pool.step_async(pool.action_space.sample())
+    with pytest.raises(mp.TimeoutError):
+        pool.step_wait(timeout=0.05)
+    start = time.monotonic()
+    pool.close(timeout=0.5)
+    assert pool.closed and time.monotonic() - start < 10   # not the step's 30 s
+
+
 def test_close_twice_and_use_after_close(no_leaks):
     pool = AsyncVectorEnv(gym_fns("CartPole-v1", 3), num_workers=2)
     pool.reset(seed=0)
