@@ -1009,6 +1009,14 @@ class AsyncVectorEnv(VectorEnv):
         """The frame of every env (env.render())."""
         return self.call("render")
 
+    @property
+    def processes(self) -> list:
+        """The worker processes (multiprocessing Process objects: pid,
+        is_alive()), one per worker, each stepping a block of envs; gymnasium's
+        AsyncVectorEnv has one per env. Empty once closed."""
+        workers = getattr(self, "_workers", None)
+        return [] if workers is None else list(workers.processes)
+
     def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
         """Close the envs and workers. A pending call is waited for first (up
         to `timeout`); terminate=True (or a timeout) kills the workers instead.

@@ -5,6 +5,7 @@ AsyncVectorEnv API (errors, async calls, attributes, timeouts, closing).
 Faults (env exceptions, killed workers, Ctrl-C) live in tests/test_faults.py.
 """
 import functools
+import os
 import subprocess
 import sys
 import textwrap
@@ -20,7 +21,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from shoal.pool import AsyncVectorEnv
 
-from helpers import assert_same
+from helpers import alive, assert_same
 
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 
@@ -875,6 +876,17 @@ def test_close_with_a_timeout_after_a_timed_out_step_waits_that_long_only(no_lea
     start = time.monotonic()
     pool.close(timeout=0.5)
     assert pool.closed and time.monotonic() - start < 10   # not the step's 30 s
+
+
+def test_processes_are_the_workers(no_leaks):
+    """gymnasium's AsyncVectorEnv.processes (pids, liveness): here one per
+    worker, none once closed."""
+    pool = AsyncVectorEnv(gym_fns("CartPole-v1", 4), num_workers=2)
+    processes = pool.processes
+    assert len(processes) == 2 and all(p.is_alive() and p.pid != os.getpid() for p in processes)
+    pids = [p.pid for p in processes]
+    pool.close()
+    assert pool.processes == [] and not any(alive(pid) for pid in pids)
 
 
 def test_close_twice_and_use_after_close(no_leaks):
