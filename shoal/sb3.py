@@ -385,7 +385,10 @@ class VectorEnvAdapter(_SameStepVecEnv):
         self.vector_env = vector_env
         # copy=False: its obs are views rewritten by the next step, which SB3
         # would store as the obs its action was taken from (DummyVecEnv's are copies)
-        self.copy_obs = getattr(vector_env, "copy", True) is False
+        inner = vector_env
+        while not hasattr(inner, "copy") and hasattr(inner, "env"):   # under gymnasium's vector wrappers
+            inner = inner.env
+        self.copy_obs = getattr(inner, "copy", True) is False
         super().__init__(vector_env.num_envs, vector_env.single_observation_space,
                          vector_env.single_action_space)
         self.metadata = {**self.metadata, **_fps(vector_env.metadata)}   # for VecVideoRecorder

@@ -290,9 +290,10 @@ def test_vector_env_adapter_keeps_underscore_keys_and_copies_a_copy_false_envs_o
     from shoal.pool import AsyncVectorEnv
     from shoal.sb3 import VectorEnvAdapter
     ref = DummyVecEnv([_InfoEnv] * 2)
-    for copy in (True, False):
-        ours = VectorEnvAdapter(AsyncVectorEnv([_InfoEnv] * 2, autoreset_mode="same_step", copy=copy,
-                                               num_workers=1))
+    from gymnasium.wrappers.vector import RecordEpisodeStatistics
+    for copy, wrap in ((True, False), (False, False), (False, True)):
+        vector = AsyncVectorEnv([_InfoEnv] * 2, autoreset_mode="same_step", copy=copy, num_workers=1)
+        ours = VectorEnvAdapter(RecordEpisodeStatistics(vector) if wrap else vector)   # (copy seen through)
         try:
             first = ours.reset()
             ref.reset()
