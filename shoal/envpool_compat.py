@@ -509,9 +509,9 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
         no_effect = {}
         for key, default in _ATARI_NO_EFFECT.items():
             value = options.pop(key, default)
-            if value not in (False, True) or not isinstance(value, (bool, np.bool_, int, np.integer)):
-                raise ValueError(f"{task_id}: {key} must be a bool (or 0 / 1), got {value!r}")
-            no_effect[key] = bool(value)
+            if value is not None and not isinstance(value, (bool, np.bool_, int, np.integer)):
+                raise ValueError(f"{task_id}: {key} must be a bool, got {value!r}")
+            no_effect[key] = bool(value)   # (EnvPool's truth value: None is False, 2 True)
         _take_fixed(options, _ATARI_FIXED, task_id)
         if "frame_skip" in options:
             options["frameskip"] = options.pop("frame_skip")
@@ -554,7 +554,7 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
         if family == "mujoco":   # EnvPool's MuJoCo actions are float64 (the pool rounds them to float32)
             box = pool.single_action_space
             envs.action_space = envs.single_action_space = gymnasium.spaces.Box(
-                box.low.astype(np.float64), box.high.astype(np.float64), box.shape, np.float64)
+                _decimal(box.low), _decimal(box.high), box.shape, np.float64)
     except BaseException:
         pool.close()
         raise
@@ -567,6 +567,12 @@ def make(task_id: str, env_type: str = "gymnasium", **kwargs) -> EnvPoolCompat:
     if family == "mujoco":
         envs.config_extra.update(_envpool_mujoco_config(name, pool.spec.env_kwargs))
     return envs
+
+
+def _decimal(bounds: np.ndarray) -> np.ndarray:
+    """float32 bounds as the float64 of their shortest decimal (the model's
+    ctrlrange as written, 0.4, not float32's 0.4000000059604645)."""
+    return np.array([float(str(value)) for value in bounds.flat], np.float64).reshape(bounds.shape)
 
 
 def _envpool_mujoco_config(name: str, env_kwargs: dict) -> dict:

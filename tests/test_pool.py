@@ -437,7 +437,7 @@ def test_envpool_compat_make_takes_envpools_task_ids_and_defaults(no_leaks):
             ("CartPole-v1", {"num_threads": 1.5}, "num_threads must be an int"),
             ("CartPole-v01", {}, "not one shoal has"),
             ("HalfCheetah-v4", {}, "HalfCheetah-v5 only"), ("Snake-v0", {}, "not one shoal has"),
-            ("Pong-v5", {"zero_discount_on_life_loss": 2}, "must be a bool"),
+            ("Pong-v5", {"zero_discount_on_life_loss": "yes"}, "must be a bool"),
             ("Pong-v5", {"use_inter_area_resize": False}, "can only be True"),
             ("CartPole-v1", {"env_seed": [1, 2]}, "a seed per env"),
             ("CartPole-v1", {"env_type": "dm"}, "gymnasium's API only")]:
@@ -587,6 +587,8 @@ def test_envpool_compat_mujoco_actions_and_thresholds_are_envpools(no_leaks):
         np.testing.assert_array_equal(obs, pool.step(actions.astype(np.float32))[0])
     with compat.make_gymnasium("Hopper-v5", num_envs=1) as hopper:
         assert hopper.config["reward_threshold"] == hopper.spec.reward_threshold == 6000.0   # EnvPool's own
+    with compat.make_gymnasium("Humanoid-v5", num_envs=1) as humanoid:   # ctrlrange 0.4, as EnvPool's bounds
+        assert (humanoid.action_space.low == -0.4).all() and (humanoid.action_space.high == 0.4).all()
 
 
 def test_envpool_compat_config_has_envpools_option_names(no_leaks):
