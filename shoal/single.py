@@ -187,8 +187,12 @@ class SingleEnv(gymnasium.Env):
             # gymnasium's MuJoCo envs take out-of-bounds actions (the physics
             # clamps them); the pool refuses NaN / inf.
             # (NaN / inf are the pool's check, in C; its error is put in this env's words below)
-            with np.errstate(over="ignore"):   # beyond float32: inf, which the pool refuses
-                given, action = action, np.asarray(action, dtype=np.float32)
+            given = action
+            if getattr(action, "dtype", None) == np.float32:   # (a policy's usual: no cast, no errstate's 0.8 us)
+                action = np.asarray(action)
+            else:
+                with np.errstate(over="ignore"):   # beyond float32: inf, which the pool refuses
+                    action = np.asarray(action, dtype=np.float32)
             if action.shape != self.action_space.shape:
                 raise ValueError(f"action of shape {action.shape} for {self._pool.spec.name} is not in "
                                  f"{self.action_space}")
