@@ -44,7 +44,7 @@ from gymnasium.vector.utils import batch_space, create_empty_array
 
 from shoal.pool.native import parse_autoreset_mode
 from shoal.pool.python_pool import AsyncVectorEnv
-from shoal.pool.spaces import check_shareable, row_writer
+from shoal.pool.spaces import check_shareable, copy_arrays, row_writer
 
 
 def padded_space(by_agent: dict[str, spaces.Space], what: str) -> spaces.Space:
@@ -131,7 +131,7 @@ class AgentRows(gymnasium.Env):
             self._rows[key][:] = 0
 
     def _observation(self) -> dict:
-        return {key: _copy(value) for key, value in self._rows.items()}
+        return {key: copy_arrays(value) for key, value in self._rows.items()}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -193,14 +193,6 @@ def _zero(batch) -> None:
             _zero(value)
     else:
         batch[...] = 0
-
-
-def _copy(batch):
-    if isinstance(batch, dict):
-        return {key: _copy(value) for key, value in batch.items()}
-    if isinstance(batch, tuple):
-        return tuple(_copy(value) for value in batch)
-    return batch.copy()
 
 
 def _merge_leading(batch, rows: int):
@@ -297,7 +289,7 @@ class ParallelEnvPool:
         terminated = observation["terminated"].reshape(rows).astype(np.bool_)
         truncated = observation["truncated"].reshape(rows).astype(np.bool_)
         if self.copy:
-            obs, reward = _copy(obs), reward.copy()
+            obs, reward = copy_arrays(obs), reward.copy()
         return obs, reward, terminated, truncated
 
     def _info(self, infos: dict) -> dict:

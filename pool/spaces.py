@@ -23,6 +23,18 @@ from shoal.pool.layout import ALIGN
 _LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
+def copy_arrays(value: Any) -> Any:
+    """`value` with every numpy array in it copied, through dicts and tuples
+    (a Dict / Tuple space's batch, an info dict); anything else as it is."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, dict):
+        return {key: copy_arrays(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return tuple(copy_arrays(item) for item in value)
+    return value
+
+
 def check_shareable(space: spaces.Space) -> None:
     """Raise CustomSpaceError unless every leaf of `space` is a fixed-size array."""
     if isinstance(space, _LEAVES):

@@ -53,6 +53,7 @@ import numpy as np
 
 from shoal import __version__  # noqa: F401  (shoal's: code that logs envpool.__version__ says which library ran)
 from shoal.pool.contract import parse_reset_mask
+from shoal.pool.spaces import copy_arrays
 from shoal.single import ATARI_BINDING, MUJOCO_BINDING
 
 # EnvPool's Atari v5 defaults where they differ from shoal's (gymnasium's
@@ -75,15 +76,6 @@ _ENVPOOL_RENDER_OPTIONS = ("render_width", "render_height", "render_camera_id", 
 _POOL_FIXED = {"max_num_players": (1, "shoal's EnvPool tasks are single-player"),
                "gym_reset_return_info": (True, "shoal's reset() always returns (obs, info)"),
                "env_seed": ([], "pass seed=, or reset(seed=[...]) for a seed per env")}
-
-
-def _owned(value):
-    """`value` with every array in it copied (dicts of arrays: info, final_info)."""
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, dict):
-        return {key: _owned(v) for key, v in value.items()}
-    return value
 
 
 class EnvPoolSpec:
@@ -216,7 +208,7 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
             info.setdefault("reward", np.zeros(rows, np.float32))
             info.setdefault("terminated", np.zeros(rows, np.int32))
         if self.copy:
-            arrays, info = [_owned(part) for part in arrays], _owned(info)
+            arrays, info = [copy_arrays(part) for part in arrays], copy_arrays(info)
         return (*arrays, info)
 
     def _actions(self, actions):
@@ -590,8 +582,10 @@ def _envpool_mujoco_config(name: str, env_kwargs: dict) -> dict:
                                                for key, value in ENVPOOL_NO_CONTACT_FORCE[name].items())
     for key, usages in _ENVPOOL_RENAMED.items():
         base, _, end = key.rpartition("_")
-        bounds = env_kwargs.get(f"{base}_range", env_kwargs.get("impact_cost_range") if base == "contact_cost" else None)
-        if end in ("min", "max") and bounds is not None:   # (HumanoidStandup's contact cost: its impact_cost_range)
+        if base == "contact_cost" and "impact_cost_range" in env_kwargs:   # HumanoidStandup's name for it
+            base = "impact_cost"
+        bounds = env_kwargs.get(f"{base}_range")
+        if end in ("min", "max") and bounds is not None:
             value = float(bounds[0] if end == "min" else bounds[1])
             if np.isfinite(value):
                 entries[key] = value

@@ -54,6 +54,7 @@ except ModuleNotFoundError as e:  # pragma: no cover - the message is the point
 import shoal
 from shoal.pool import render
 from shoal.pool.contract import ATARI_BINDING, POOL_OWN_INFO_KEYS, GameScores, game_info_keys
+from shoal.pool.spaces import copy_arrays
 from shoal.registration import sub_env_spec
 
 
@@ -127,15 +128,6 @@ def _env_value(values, i: int):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _copied(obs):
-    """obs, a numpy array or a dict / tuple of them (Dict, Tuple spaces), copied."""
-    if isinstance(obs, dict):
-        return {key: _copied(value) for key, value in obs.items()}
-    if isinstance(obs, tuple):
-        return tuple(_copied(value) for value in obs)
-    return obs.copy()
-
-
 def _fps(metadata: dict) -> dict:
     """{"render_fps": ...} of a metadata dict that has it, else {}."""
     return {"render_fps": metadata["render_fps"]} if "render_fps" in metadata else {}
@@ -183,7 +175,7 @@ class _SameStepVecEnv(VecEnv):
         self._reset_options()
         self.reset_infos = [{} for _ in range(self.num_envs)]
         _spread(info, np.ones(self.num_envs, dtype=bool), self.reset_infos, self._reset_info_keys)
-        return _copied(obs) if self.copy_obs else obs
+        return copy_arrays(obs) if self.copy_obs else obs
 
     def _one_options(self) -> dict | None:
         """set_options()'s per-env dicts as the one dict a vector env's reset
@@ -218,7 +210,7 @@ class _SameStepVecEnv(VecEnv):
             for i in np.flatnonzero(dones).tolist():
                 self.reset_infos[i] = fresh[i]
         # rewards: always a fresh array (VecNormalize keeps the last step's)
-        return (_copied(obs) if self.copy_obs else obs), np.array(rewards, dtype=np.float32), dones, infos
+        return (copy_arrays(obs) if self.copy_obs else obs), np.array(rewards, dtype=np.float32), dones, infos
 
     def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
         return [False] * len(self._get_indices(indices))
