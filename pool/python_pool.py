@@ -191,12 +191,15 @@ def _address_of(memory) -> int:
 # ---------------------------------------------------------------------------
 
 
-def _not_an_info(info, env) -> TypeError:
-    """The error for an env whose reset / step gave an info that is no dict
-    (gymnasium's vector envs fail on it too, with an AttributeError of their
-    merging)."""
-    return TypeError(f"{env} returned info {info!r} ({type(info).__name__}): gymnasium's reset and step "
-                     f"return a dict (empty for none)")
+def _keep_info(infos: list, i: int, info, env) -> None:
+    """Env i's reset / step info onto `infos` for the parent (an empty one,
+    the usual, travels not at all); one that is no dict is a TypeError
+    (gymnasium's vector envs fail on it too, as they merge it)."""
+    if not isinstance(info, dict):
+        raise TypeError(f"{env} returned info {info!r} ({type(info).__name__}): gymnasium's reset and step "
+                        f"return a dict (empty for none)")
+    if info:
+        infos.append((i, info))
 
 
 class _EnvBlock:
@@ -250,8 +253,8 @@ class _EnvBlock:
             elif mode == AutoresetMode.SAME_STEP:
                 obs, reward, terminated, truncated, info = env.step(action)
                 if terminated or truncated:
-                    # (an ended step's info is kept as it is, None too, as SyncVectorEnv's final_info)
                     # the same two infos, in the same order, as SyncVectorEnv adds them
+                    # (the ended step's info as it is, None too, as SyncVectorEnv's final_info)
                     infos.append((i, {"final_obs": obs, "final_info": info}))
                     obs, info = env.reset()
             else:  # DISABLED: the user resets done envs with reset_mask
@@ -260,10 +263,7 @@ class _EnvBlock:
             self.rewards[i] = reward
             self.terminations[i] = terminated
             self.truncations[i] = truncated
-            if not isinstance(info, dict):
-                raise _not_an_info(info, env)
-            if info:   # ({} is the usual: nothing to send)
-                infos.append((i, info))
+            _keep_info(infos, i, info, env)
         obs_reply = self._obs_reply()
         if infos or obs_reply is not None:
             return obs_reply, infos
@@ -278,10 +278,7 @@ class _EnvBlock:
             obs, info = env.reset(seed=seeds[j], options=options)
             self._store_obs(j, obs)
             self.autoreset[j] = False
-            if not isinstance(info, dict):
-                raise _not_an_info(info, env)
-            if info:
-                infos.append((self.start + j, info))
+            _keep_info(infos, self.start + j, info, env)
         return self._obs_reply(), infos
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list:
