@@ -6,6 +6,7 @@ left behind. CPU and gloo only: these run on any machine."""
 import csv
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -326,6 +327,49 @@ def test_single_process_checkpoint_resumes_on_two_ranks(tmp_path):
     with open(tmp_path / "run" / "log.csv") as f:
         rows = list(csv.DictReader(f))
     assert rows[-1]["world_size"] == "2"   # appended to the single-process run's log
+
+
+# One rank of test_a_closed_rank_leaves_no_gloo_thread: the trainer's
+# sequence (join, make an optimizer, sum gradients through gloo, leave),
+# then the names of the threads still running in this process.
+RANK_AFTER_CLOSE = """
+import os, torch
+from shoal import distributed
+dist, _ = distributed.setup({"train": {"device": "cpu"}, "dist": {"node_sum": "off", "timeout": 60.0}},
+                            torch.device("cpu"))
+net = torch.nn.Linear(3, 3)
+optimizer = torch.optim.Adam(net.parameters())   # (torch imports torch.distributed.nn.functional here)
+net(torch.ones(2, 3)).sum().backward()
+dist.average_gradients(net.parameters())
+optimizer.step()
+dist.barrier()
+dist.close()
+threads = sorted(open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task"))
+print(" ".join(threads))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads thread names from /proc (Linux)")
+def test_a_closed_rank_leaves_no_gloo_thread(tmp_path):
+    """Dist.close() frees the process group, so gloo's worker threads are
+    gone before the interpreter shuts down. A group kept alive (by default
+    arguments that torch binds to it on a late import) left them running,
+    and one releasing its last collective during shutdown aborted the rank
+    (SIGABRT, "terminate called without an active exception")."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+               "WORLD_SIZE": "2", "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2"}
+        procs.append(subprocess.Popen([sys.executable, "-c", RANK_AFTER_CLOSE], env=env, cwd=tmp_path,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-3000:]
+        threads = out.split()
+        assert threads and not [t for t in threads if "gloo" in t], threads
 
 
 def session_pids(sid: int) -> list[int]:
