@@ -278,10 +278,12 @@ class Policy(nn.Module):
         critic_x = x if self.critic_encoder is None else self.critic_encoder(inputs)
         return self.actor(x), self.critic(critic_x).squeeze(-1), state
 
-    def sample(self, head: torch.Tensor, action=None, deterministic: bool = False):
-        """(action, log-prob, entropy) per row, from the head forward() gave."""
+    def sample(self, head: torch.Tensor, action=None, deterministic: bool = False, noise=None):
+        """(action, log-prob, entropy) per row, from the head forward() gave.
+        noise: the Gaussian's standard-normal draws for these rows (Box
+        actions; drawn here when None)."""
         if self.continuous:
-            return gaussian(head, self.actor_logstd, action, deterministic)
+            return gaussian(head, self.actor_logstd, action, deterministic, noise)
         return sample(head, self.nvec, action, deterministic)
 
     @torch.no_grad()
@@ -345,12 +347,15 @@ def sample(logits: torch.Tensor, nvec: list[int], action=None, deterministic: bo
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
-def gaussian(mean: torch.Tensor, log_std: torch.Tensor, action=None, deterministic: bool = False):
+def gaussian(mean: torch.Tensor, log_std: torch.Tensor, action=None, deterministic: bool = False, noise=None):
     """Per row: (action (N, A) float32, its log-prob, the entropy) of a
     diagonal Gaussian, summed over the A components. deterministic: the
-    mean. `action` given: score it."""
-    if action is None:
-        action = mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
+    mean. `action` given: score it. `noise`: standard-normal draws shaped
+    like mean to sample with (default: drawn here)."""
+    if action is None and not deterministic:
+        action = mean + log_std.exp() * (torch.randn_like(mean) if noise is None else noise)
+    elif action is None:
+        action = mean
     z = (action - mean) * (-log_std).exp()
     logprob = (-0.5 * z * z - log_std - LOG_SQRT_2PI).sum(-1)
     entropy = (0.5 + LOG_SQRT_2PI + log_std).sum(-1).expand(mean.shape[0])
@@ -473,6 +478,7 @@ class Rollout:
                  reward_scaler: RewardScaler | None = None):
         self.pool, self.policy, self.device, self.timers = pool, policy, device, timers
         self.T, self.R, self.B = cfg["train"]["num_steps"], pool.num_rows, pool.num_batches
+        self.step_noise = None   # Box actions: this step's Gaussian noise for every row (see _act)
         self.gamma = cfg["train"]["gamma"]
         self.scale_rewards = reward_scaler
         self.bootstrap = cfg["train"]["bootstrap_truncation"]
@@ -563,7 +569,15 @@ class Rollout:
             else:
                 done = None
             head, value, state = self.policy(self.obs[t, rows], state, done)
-            action, logprob, _ = self.policy.sample(head)
+            noise = None
+            if self.policy.continuous:
+                # The step's Gaussian noise is drawn once for every row, then cut
+                # per batch: torch's generator gives other numbers for two draws
+                # than for one, and the run would change with num_batches.
+                if b == 0:
+                    self.step_noise = torch.randn((self.R, self.policy.action_size), device=self.device)
+                noise = self.step_noise[rows]
+            action, logprob, _ = self.policy.sample(head, noise=noise)
             if state is not None:
                 self.state[0][:, rows], self.state[1][:, rows] = state
             self.actions[t, rows], self.logprobs[t, rows], self.values[t, rows] = action, logprob, value
