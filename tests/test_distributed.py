@@ -387,11 +387,11 @@ def session_pids(sid: int) -> list[int]:
     return pids
 
 
-def signal_a_rank(cmd: list[str], cwd, rank: int, sig: int, after_s: float) -> tuple:
+def signal_a_rank(cmd: list[str], cwd, rank: int, sig: int, after_s: float, ready=None) -> tuple:
     """Run the 2-rank torchrun job `cmd`, send `sig` to rank `rank` once
-    both ranks have started and `after_s` more seconds passed (training
-    under way): (the finished process, its whole output, seconds from the
-    signal to its end)."""
+    both ranks have started, `ready()` (if given) is true, and `after_s`
+    more seconds passed (training under way): (the finished process, its
+    whole output, seconds from the signal to its end)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, cwd=cwd)
     try:
@@ -405,6 +405,8 @@ def signal_a_rank(cmd: list[str], cwd, rank: int, sig: int, after_s: float) -> t
             if line.startswith("shoal train: rank"):
                 pids[int(line.split()[3])] = int(line.split("pid ")[1].split(")")[0])
         assert len(pids) == 2, "".join(lines)
+        while ready is not None and not ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
         time.sleep(after_s)
         signalled = time.monotonic()
         os.kill(pids[rank], sig)
@@ -500,7 +502,9 @@ def test_a_signal_to_one_rank_stops_every_rank_at_the_next_update(tmp_path):
                    "--train.max-train-seconds", "0", "--train.total-timesteps", "100_000_000",
                    "--train.target-return", "0", "--train.eval-interval", "0", "--train.dashboard", "none",
                    "--train.checkpoint-interval", "0")
-    _, out, took = signal_a_rank(cmd, tmp_path, 1, signal.SIGTERM, after_s=2.0)
+    log = tmp_path / "run" / "log.csv"   # a row: an update is done (before it, a stop discards the run)
+    _, out, took = signal_a_rank(cmd, tmp_path, 1, signal.SIGTERM, after_s=0.5,
+                                 ready=lambda: log.exists() and len(log.read_text().splitlines()) > 1)
     assert took < 20, (took, out[-3000:])
     assert "terminated: writing a final checkpoint" in out, out[-3000:]
     saved = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)

@@ -3,6 +3,7 @@ the process (not the thread) that made the pool on every start method,
 timeouts, misuse from other threads or forked children, memory of closed
 pools, closed-pool errors, oversized pools, unpicklable pools."""
 import collections
+import functools
 import multiprocessing.process
 import os
 import pickle
@@ -625,6 +626,8 @@ def test_ctrl_c_during_close_still_closes_the_pool(kind, no_leaks):
         pool = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 4, num_workers=2)
         pool.reset(seed=0)
     workers = [p.pid for p in pool._workers.processes]
+    if kind == "native":   # its close() waits 1 s for a worker: 3 s here, so a late timer still lands inside
+        pool._workers.shutdown = functools.partial(pool._workers.shutdown, join_timeout=3.0)
     os.kill(workers[0], signal.SIGSTOP)   # close() waits up to its join timeout for it
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)   # ignored under nohup
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
