@@ -352,10 +352,10 @@ def gaussian(mean: torch.Tensor, log_std: torch.Tensor, action=None, determinist
     diagonal Gaussian, summed over the A components. deterministic: the
     mean. `action` given: score it. `noise`: standard-normal draws shaped
     like mean to sample with (default: drawn here)."""
-    if action is None and not deterministic:
-        action = mean + log_std.exp() * (torch.randn_like(mean) if noise is None else noise)
-    elif action is None:
+    if action is None and deterministic:
         action = mean
+    elif action is None:
+        action = mean + log_std.exp() * (torch.randn_like(mean) if noise is None else noise)
     z = (action - mean) * (-log_std).exp()
     logprob = (-0.5 * z * z - log_std - LOG_SQRT_2PI).sum(-1)
     entropy = (0.5 + LOG_SQRT_2PI + log_std).sum(-1).expand(mean.shape[0])
