@@ -394,7 +394,8 @@ class RewardScaler:
     NormalizeReward), then clipped to +-clip: the critic learns returns of
     the scaled rewards, whatever the env's reward scale. Works on numpy
     arrays (the CPU pool's rewards) or tensors (the CUDA backend's); the
-    statistics are plain floats, cheap to update per batch. state_dict()
+    statistics are plain floats, updated once per step, over every row (the
+    rollouts call it once a step's batches are all in). state_dict()
     (the statistics) goes in the checkpoint; the per-row returns do not (a
     resumed run gets fresh envs)."""
 
@@ -479,6 +480,7 @@ class Rollout:
         self.pool, self.policy, self.device, self.timers = pool, policy, device, timers
         self.T, self.R, self.B = cfg["train"]["num_steps"], pool.num_rows, pool.num_batches
         self.step_noise = None   # Box actions: this step's Gaussian noise for every row (see _act)
+        self.truncation_bonus = np.zeros(self.R, np.float32)   # this step's gamma * V(final obs), per row
         self.gamma = cfg["train"]["gamma"]
         self.scale_rewards = reward_scaler
         self.bootstrap = cfg["train"]["bootstrap_truncation"]
@@ -531,9 +533,6 @@ class Rollout:
             if info.keys() >= set(GAME_INFO_KEYS):
                 self._count_games(info, trunc)
             self.rewards_np[t - 1, rows] = rew
-            if self.scale_rewards is not None:
-                self.rewards_np[t - 1, rows] = self.scale_rewards(rows, rew, self.dones_np[t, rows],
-                                                                  self.masks_np[t, rows])
         if self.bootstrap and trunc.any():
             # A truncated episode did not end: its last reward also earns gamma * V(last obs).
             idx = np.flatnonzero(trunc & ~term)
@@ -545,7 +544,20 @@ class Rollout:
                         sel = torch.as_tensor(idx + rows.start, device=self.device)
                         state = (self.state[0][:, sel], self.state[1][:, sel])
                     _, v, _ = self.policy(final, state, torch.zeros(len(idx), device=self.device))
-                self.rewards_np[t - 1, rows.start + idx] += self.gamma * v.cpu().numpy()
+                self.truncation_bonus[rows.start + idx] = self.gamma * v.cpu().numpy()
+        if b == self.B - 1:
+            self._finish_rewards(t)
+
+    def _finish_rewards(self, t: int) -> None:
+        """Step t - 1's rewards, once every batch of it is in: scaled (the
+        statistics take all rows at once, so num_batches does not change
+        them), then the truncation bootstrap added."""
+        with self.timers.time("copy"):
+            if self.scale_rewards is not None:
+                self.rewards_np[t - 1] = self.scale_rewards(slice(None), self.rewards_np[t - 1],
+                                                            self.dones_np[t], self.masks_np[t])
+            self.rewards_np[t - 1] += self.truncation_bonus
+            self.truncation_bonus[:] = 0.0
 
     def _count_games(self, info: dict, trunc: np.ndarray) -> None:
         _, scores, _, _ = self.game_scores.add(info, trunc)
