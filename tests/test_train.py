@@ -125,6 +125,29 @@ def test_same_seed_same_result(tmp_path):
     assert all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
+@pytest.mark.parametrize("env", [
+    "cartpole",      # discrete actions, an MLP
+    "halfcheetah",   # Box actions (the step's Gaussian noise, cut per batch), normalize_reward
+    "breakout",      # a CNN
+])
+def test_num_batches_keeps_the_numbers(tmp_path, env):
+    """Double-buffering (num_batches 2) trains the very weights one batch
+    does: the workers step half the envs while the policy runs on the other
+    half, but the draws and sums are the same (README, "Reproducibility").
+    8 envs: batches of 4 rows (with 2, torch's matrix products and
+    convolutions round otherwise than with 4, here)."""
+    pytest.importorskip({"halfcheetah": "mujoco", "breakout": "ale_py"}.get(env, "numpy"))
+    weights = []
+    for num_batches in ("1", "2"):
+        cfg = small(env, "--vec.backend", "serial", "--vec.num-envs", "8", "--vec.num-batches", num_batches,
+                    "--train.num-steps", "16", "--train.total-timesteps", "256", "--train.max-train-seconds", "0",
+                    "--train.eval-episodes", "2")
+        summary = train.train(cfg, run_dir=str(tmp_path / num_batches))
+        weights.append(train.load_checkpoint(summary["checkpoint"])["policy"])
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0]), \
+        [k for k in weights[0] if not torch.equal(weights[0][k], weights[1][k])]
+
 def test_checkpoint_save_and_resume(tmp_path, capsys):
     cfg = small("cartpole", "--train.total-timesteps", "2048")  # 2 updates of 64 envs x 16 steps
     first = train.train(cfg, run_dir=str(tmp_path))

@@ -303,29 +303,6 @@ def test_halfcheetah_return_clearly_improves(tmp_path):
     assert summary["eval_return"] > max(300.0, before + 300.0), (before, summary["eval_return"])
 
 
-@pytest.mark.parametrize("env,flags", [
-    # Box: the step's Gaussian noise is cut per batch; rewards scaled once the whole step is in
-    ("halfcheetah", []),
-    ("cartpole", []),
-])
-def test_num_batches_keeps_the_numbers(tmp_path, env, flags):
-    """Double-buffering (num_batches 2) trains the very weights one batch
-    does: the workers step half the envs while the policy runs on the other
-    half, but the draws and sums are the same (README, "Reproducibility").
-    8 envs: batches of 4 rows (with 2, torch's matrix products round
-    otherwise than with 4, here)."""
-    if env == "halfcheetah":
-        pytest.importorskip("mujoco")
-    weights = []
-    for num_batches in ("1", "2"):
-        summary = train.train(tiny(env, "--vec.num-envs", "8", "--train.total-timesteps", "256",
-                                   "--vec.num-batches", num_batches, *flags),
-                              run_dir=str(tmp_path / num_batches))
-        weights.append(train.load_checkpoint(summary["checkpoint"])["policy"])
-    assert weights[0].keys() == weights[1].keys()
-    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0]), \
-        [k for k in weights[0] if not torch.equal(weights[0][k], weights[1][k])]
-
 
 def test_rollout_rewards_do_not_depend_on_num_batches():
     """A step's rewards come out the same from one batch or two: scaled
