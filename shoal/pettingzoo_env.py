@@ -19,6 +19,8 @@ the seed rule: reset(seed=s) here is env i of a pool reset with seed s - i.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
@@ -59,11 +61,13 @@ class ShoalParallelEnv(ParallelEnv):
         self.agents: list[str] = []
         self._reset_done = False
         self._index = {agent: k for k, agent in enumerate(self.possible_agents)}
-        self._observation_space = spec.single_observation_space
-        self._action_space = spec.single_action_space
-        # pettingzoo's ParallelEnv attributes too (skrl's wrapper reads them)
-        self.observation_spaces = dict.fromkeys(self.possible_agents, self._observation_space)
-        self.action_spaces = dict.fromkeys(self.possible_agents, self._action_space)
+        self._action_space = spec.single_action_space   # the one step() checks actions against
+        # Each agent's own space objects, as pettingzoo's envs have: seeding
+        # one agent's space (pettingzoo's seed tests do, agent by agent)
+        # leaves the others' draws alone. Also pettingzoo's ParallelEnv
+        # attributes (skrl's wrapper reads them).
+        self.observation_spaces = {a: copy.deepcopy(spec.single_observation_space) for a in self.possible_agents}
+        self.action_spaces = {a: copy.deepcopy(spec.single_action_space) for a in self.possible_agents}
         self._actions = np.zeros(self._pool.action_space.shape, dtype=self._pool.buffers.actions.dtype)
         self._continuous = spec.continuous_action
         self._respawn = spec.agents_respawn
@@ -90,11 +94,11 @@ class ShoalParallelEnv(ParallelEnv):
 
     def observation_space(self, agent):
         self._check_agent(agent)
-        return self._observation_space  # one object for every agent and call
+        return self.observation_spaces[agent]   # the same object at every call
 
     def action_space(self, agent):
         self._check_agent(agent)
-        return self._action_space
+        return self.action_spaces[agent]
 
     def _check_agent(self, agent) -> None:
         if agent not in self._index:

@@ -52,6 +52,15 @@ def test_parallel_env_passes_pettingzoo_tests(env):
     assert list(env_.observation_spaces) == list(env_.action_spaces) == env_.possible_agents
     assert all(env_.observation_spaces[a] is env_.observation_space(a)
                and env_.action_spaces[a] is env_.action_space(a) for a in env_.possible_agents)
+    # each agent's own space objects, as pettingzoo's envs: seeding agent by
+    # agent gives each its own stream (one shared object took the last seed)
+    first, second = env_.possible_agents[:2]
+    env_.action_space(first).seed(1)
+    env_.action_space(second).seed(2)
+    draws = [env_.action_space(first).sample(), env_.action_space(second).sample()]
+    env_.action_space(first).seed(1)
+    assert np.array_equal(env_.action_space(first).sample(), draws[0])
+    assert env_.action_space(first) is not env_.action_space(second)
     env_.close()
     parallel_seed_test(lambda: ShoalParallelEnv(env), num_cycles=100)
 
