@@ -61,12 +61,13 @@ class NativeVectorEnv(VectorEnv):
             infos["mask"] says which rows hold a present agent (see reset).
         backend: "multiprocessing" (worker processes, shared memory) or
             "serial" (in this process).
-        autoreset_mode: a gymnasium AutoresetMode or its string value;
-            None (the default): NEXT_STEP, gymnasium's default, except for
-            envs whose agents respawn within the step that ends their
-            episode (Snake), where it is SAME_STEP: the step after a death
-            is a real step, not NEXT_STEP's reset step, so NEXT_STEP is
-            refused there.
+        autoreset_mode: a gymnasium AutoresetMode or its string value.
+            Envs whose agents respawn within the step that ends their
+            episode (Snake): under NEXT_STEP the step after a death is the
+            new agent's real step, not a reset step, so gymnasium's
+            RecordEpisodeStatistics cuts each life a step short; SAME_STEP
+            counts them exactly (but gymnasium's vector observation
+            wrappers take only NEXT_STEP or DISABLED).
         render_mode: None, "rgb_array" or "ansi" where the env draws itself.
         max_episode_steps: None (the env's own limit, CartPole: 500) or a
             step limit, as gymnasium's TimeLimit: a header env's may only
@@ -82,7 +83,7 @@ class NativeVectorEnv(VectorEnv):
 
     def __init__(self, env: str = "cartpole", num_envs: int = 1, *,
                  backend: str = "multiprocessing",
-                 autoreset_mode: AutoresetMode | str | None = None,
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
                  render_mode: str | None = None, max_episode_steps: int | None = None,
                  copy: bool = True, **pool_kwargs: Any):
         self._pool = None  # close() works even if construction fails below
@@ -91,9 +92,9 @@ class NativeVectorEnv(VectorEnv):
         if "batch_size" in pool_kwargs:
             raise TypeError("NativeVectorEnv steps all envs together: batch_size is not accepted "
                             "(use the pool's send/recv for batched async stepping)")
+        autoreset_mode = parse_autoreset_mode(autoreset_mode)
         pool_kwargs, env_kwargs = split_env_kwargs(pool_kwargs)
         spec = lookup_spec(env) if isinstance(env, str) else env
-        autoreset_mode = self._autoreset_mode_for(spec, autoreset_mode)
         if max_episode_steps is not None and ("max_episode_steps" in spec.env_kwargs
                                               or spec.kind == "header"):
             env_kwargs["max_episode_steps"] = max_episode_steps
@@ -141,25 +142,6 @@ class NativeVectorEnv(VectorEnv):
         # keys whose values gymnasium's env gives in a dtype of its own (MuJoCo's float32 reward_ctrl)
         self._gym_info_dtypes = getattr(binding, "GYMNASIUM_INFO_DTYPES", {})
         self._autoresets = np.zeros(self.num_envs, dtype=np.bool_)
-
-    @staticmethod
-    def _autoreset_mode_for(spec, requested) -> AutoresetMode:
-        """The autoreset mode to run: the requested one, or (None) the
-        env's default. An env whose agents respawn at once (Snake) cannot
-        keep NEXT_STEP's contract, that the step after an episode's end
-        resets the sub-env with reward 0 and ignores its action: the
-        respawned agent already plays that step, so gymnasium's wrappers
-        (RecordEpisodeStatistics) would cut every life a step short."""
-        respawn = getattr(spec, "agents_respawn", False)
-        if requested is None:
-            return AutoresetMode.SAME_STEP if respawn else AutoresetMode.NEXT_STEP
-        mode = parse_autoreset_mode(requested)
-        if mode is AutoresetMode.NEXT_STEP and respawn:
-            raise ValueError(f"{spec.name}'s agents respawn within the step that ends their episode, so "
-                             f"the step after it is a real step, not NEXT_STEP's reset step: use "
-                             f"autoreset_mode=SAME_STEP (its default here: the done step's obs is the "
-                             f"respawned agent's, its last in infos['final_obs']) or DISABLED")
-        return mode
 
     @staticmethod
     def _check_supported(pool: NativePool, max_episode_steps) -> None:
