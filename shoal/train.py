@@ -280,11 +280,19 @@ class Policy(nn.Module):
 
     def sample(self, head: torch.Tensor, action=None, deterministic: bool = False, noise=None):
         """(action, log-prob, entropy) per row, from the head forward() gave.
-        noise: the Gaussian's standard-normal draws for these rows (Box
-        actions; drawn here when None)."""
+        noise: the random draws for these rows, as sampling_noise() makes
+        them (drawn here when None)."""
         if self.continuous:
-            return gaussian(head, self.actor_logstd, action, deterministic, noise)
-        return sample(head, self.nvec, action, deterministic)
+            return gaussian(head, self.actor_logstd, action, deterministic, None if noise is None else noise[0])
+        return sample(head, self.nvec, action, deterministic, noise)
+
+    def sampling_noise(self, rows: int, device: torch.device) -> list[torch.Tensor]:
+        """The draws sample() makes for `rows` rows, in its order: Box
+        actions' standard normals, or one block of Exp(1) per categorical
+        component (Gumbel-max)."""
+        if self.continuous:
+            return [torch.randn((rows, self.action_size), device=device)]
+        return [torch.empty((rows, n), device=device).exponential_() for n in self.nvec]
 
     @torch.no_grad()
     def act(self, obs, state=None, done=None, deterministic: bool = True):
@@ -326,9 +334,11 @@ def policy_from_config(spec, p: dict) -> Policy:
                   obs_clip=p["obs_clip"], init_log_std=p["init_log_std"], encoder=p["encoder"])
 
 
-def sample(logits: torch.Tensor, nvec: list[int], action=None, deterministic: bool = False):
+def sample(logits: torch.Tensor, nvec: list[int], action=None, deterministic: bool = False, noise=None):
     """Per row: (action (N, K) int64, its log-prob, the entropy), summed over
-    the K independent categorical components. `action` given: score it."""
+    the K independent categorical components. `action` given: score it.
+    `noise`: the Exp(1) draws to sample with, one (N, n_j) block per
+    component (default: drawn here, in that order)."""
     actions, logprob, entropy = [], 0.0, 0.0
     for j, lg in enumerate(logits.split(nvec, dim=-1)):
         logp = lg.log_softmax(-1)
@@ -337,7 +347,8 @@ def sample(logits: torch.Tensor, nvec: list[int], action=None, deterministic: bo
         elif deterministic:
             a = lg.argmax(-1)
         else:  # Gumbel-max: a categorical sample, cheaper than torch.distributions
-            a = (lg - torch.empty_like(lg).exponential_().log()).argmax(-1)
+            exp = torch.empty_like(lg).exponential_() if noise is None else noise[j]
+            a = (lg - exp.log()).argmax(-1)
         actions.append(a)
         logprob = logprob + logp.gather(-1, a.unsqueeze(-1)).squeeze(-1)
         entropy = entropy - (logp.exp() * logp).sum(-1)
@@ -479,8 +490,11 @@ class Rollout:
                  reward_scaler: RewardScaler | None = None):
         self.pool, self.policy, self.device, self.timers = pool, policy, device, timers
         self.T, self.R, self.B = cfg["train"]["num_steps"], pool.num_rows, pool.num_batches
-        self.step_noise = None   # Box actions: this step's Gaussian noise for every row (see _act)
-        self.truncation_bonus = np.zeros(self.R, np.float32)   # this step's gamma * V(final obs), per row
+        # One step's draws for every row, and its truncated rows kept for one
+        # value forward: both taken per step, not per batch, so that
+        # num_batches does not change the numbers (see _act, _finish_rewards)
+        self.step_noise = None
+        self.truncated = []   # (rows, final obs, LSTM state) per batch
         self.gamma = cfg["train"]["gamma"]
         self.scale_rewards = reward_scaler
         self.bootstrap = cfg["train"]["bootstrap_truncation"]
@@ -534,30 +548,38 @@ class Rollout:
                 self._count_games(info, trunc)
             self.rewards_np[t - 1, rows] = rew
         if self.bootstrap and trunc.any():
-            # A truncated episode did not end: its last reward also earns gamma * V(last obs).
+            # A truncated episode did not end: its last reward also earns
+            # gamma * V(last obs), computed once the step's batches are all in.
             idx = np.flatnonzero(trunc & ~term)
             if len(idx):
-                final = torch.as_tensor(info["final_obs"][idx]).to(self.device)
-                with torch.no_grad(), self.timers.time("forward"):
-                    state = None
-                    if self.state is not None:
-                        sel = torch.as_tensor(idx + rows.start, device=self.device)
-                        state = (self.state[0][:, sel], self.state[1][:, sel])
-                    _, v, _ = self.policy(final, state, torch.zeros(len(idx), device=self.device))
-                self.truncation_bonus[rows.start + idx] = self.gamma * v.cpu().numpy()
+                state = None
+                if self.state is not None:   # (indexing copies: the rows' state now, before _act moves it)
+                    sel = torch.as_tensor(idx + rows.start, device=self.device)
+                    state = (self.state[0][:, sel], self.state[1][:, sel])
+                self.truncated.append((idx + rows.start, info["final_obs"][idx], state))
         if b == self.B - 1:
             self._finish_rewards(t)
 
     def _finish_rewards(self, t: int) -> None:
         """Step t - 1's rewards, once every batch of it is in: scaled (the
-        statistics take all rows at once, so num_batches does not change
-        them), then the truncation bootstrap added."""
+        statistics take all rows at once), then the truncation bootstrap
+        added (one value forward over all the step's truncated rows: a
+        forward over fewer rows may round otherwise)."""
         with self.timers.time("copy"):
             if self.scale_rewards is not None:
                 self.rewards_np[t - 1] = self.scale_rewards(slice(None), self.rewards_np[t - 1],
                                                             self.dones_np[t], self.masks_np[t])
-            self.rewards_np[t - 1] += self.truncation_bonus
-            self.truncation_bonus[:] = 0.0
+        if not self.truncated:
+            return
+        rows, finals, states = zip(*self.truncated)
+        self.truncated = []
+        rows = np.concatenate(rows)
+        final = torch.as_tensor(np.concatenate(finals)).to(self.device)
+        state = None if self.state is None else (torch.cat([s[0] for s in states], 1),
+                                                 torch.cat([s[1] for s in states], 1))
+        with torch.no_grad(), self.timers.time("forward"):
+            _, v, _ = self.policy(final, state, torch.zeros(len(rows), device=self.device))
+        self.rewards_np[t - 1, rows] += self.gamma * v.cpu().numpy()
 
     def _count_games(self, info: dict, trunc: np.ndarray) -> None:
         _, scores, _, _ = self.game_scores.add(info, trunc)
@@ -581,15 +603,12 @@ class Rollout:
             else:
                 done = None
             head, value, state = self.policy(self.obs[t, rows], state, done)
-            noise = None
-            if self.policy.continuous:
-                # The step's Gaussian noise is drawn once for every row, then cut
-                # per batch: torch's generator gives other numbers for two draws
-                # than for one, and the run would change with num_batches.
-                if b == 0:
-                    self.step_noise = torch.randn((self.R, self.policy.action_size), device=self.device)
-                noise = self.step_noise[rows]
-            action, logprob, _ = self.policy.sample(head, noise=noise)
+            # The step's random draws are made once for every row, then cut
+            # per batch: torch's generator gives other numbers for two draws
+            # than for one, and the run would change with num_batches.
+            if b == 0:
+                self.step_noise = self.policy.sampling_noise(self.R, self.device)
+            action, logprob, _ = self.policy.sample(head, noise=[n[rows] for n in self.step_noise])
             if state is not None:
                 self.state[0][:, rows], self.state[1][:, rows] = state
             self.actions[t, rows], self.logprobs[t, rows], self.values[t, rows] = action, logprob, value

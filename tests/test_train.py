@@ -125,23 +125,27 @@ def test_same_seed_same_result(tmp_path):
     assert all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
-@pytest.mark.parametrize("env", [
-    "cartpole",      # discrete actions, an MLP
-    "halfcheetah",   # Box actions (the step's Gaussian noise, cut per batch), normalize_reward
-    "breakout",      # a CNN
+@pytest.mark.parametrize("env,flags", [
+    ("cartpole", []),      # discrete actions, an MLP
+    ("explorer", []),      # MultiDiscrete: a Gumbel draw per component, for every row at once
+    ("halfcheetah", []),   # Box actions (the step's Gaussian noise), normalize_reward
+    # episodes falling early and cut at 30 steps: the truncated rows' value
+    # forward takes the whole step's rows, not a batch's
+    ("hopper", ["--env.kwargs", "max_episode_steps=30"]),
+    ("breakout", []),      # a CNN
 ])
-def test_num_batches_keeps_the_numbers(tmp_path, env):
+def test_num_batches_keeps_the_numbers(tmp_path, env, flags):
     """Double-buffering (num_batches 2) trains the very weights one batch
     does: the workers step half the envs while the policy runs on the other
     half, but the draws and sums are the same (README, "Reproducibility").
     8 envs: batches of 4 rows (with 2, torch's matrix products and
     convolutions round otherwise than with 4, here)."""
-    pytest.importorskip({"halfcheetah": "mujoco", "breakout": "ale_py"}.get(env, "numpy"))
+    pytest.importorskip({"halfcheetah": "mujoco", "hopper": "mujoco", "breakout": "ale_py"}.get(env, "numpy"))
     weights = []
     for num_batches in ("1", "2"):
         cfg = small(env, "--vec.backend", "serial", "--vec.num-envs", "8", "--vec.num-batches", num_batches,
                     "--train.num-steps", "16", "--train.total-timesteps", "256", "--train.max-train-seconds", "0",
-                    "--train.eval-episodes", "2")
+                    "--train.eval-episodes", "2", *flags)
         summary = train.train(cfg, run_dir=str(tmp_path / num_batches))
         weights.append(train.load_checkpoint(summary["checkpoint"])["policy"])
     assert weights[0].keys() == weights[1].keys()
