@@ -22,6 +22,8 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+from gymnasium.error import ResetNeeded
+from gymnasium.spaces import Box
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 try:
@@ -68,6 +70,11 @@ class ShoalParallelEnv(ParallelEnv):
         # attributes (skrl's wrapper reads them).
         self.observation_spaces = {a: copy.deepcopy(spec.single_observation_space) for a in self.possible_agents}
         self.action_spaces = {a: copy.deepcopy(spec.single_action_space) for a in self.possible_agents}
+        # pettingzoo's global state, for centralised critics (QMIX, MAPPO):
+        # every agent row's observation, in agent order, flattened
+        one = spec.single_observation_space
+        self.state_space = Box(np.tile(one.low.reshape(-1), spec.agents), np.tile(one.high.reshape(-1), spec.agents),
+                               dtype=one.dtype)
         self._actions = np.zeros(self._pool.action_space.shape, dtype=self._pool.buffers.actions.dtype)
         self._continuous = spec.continuous_action
         self._respawn = spec.agents_respawn
@@ -170,6 +177,14 @@ class ShoalParallelEnv(ParallelEnv):
         self.agents = [a for a in acted
                        if masks[self._index[a]] and not (terminated[a] or truncated[a])]
         return observations, reward, terminated, truncated, infos
+
+    def state(self) -> np.ndarray:
+        """The global state (state_space): every agent row's current
+        observation, concatenated in agent order (an absent agent's row is
+        zeros, as in the pools)."""
+        if not self._reset_done:
+            raise ResetNeeded("call reset() before state()")
+        return self._pool.obs.reshape(-1).copy()
 
     def render(self):
         """An RGB frame ("rgb_array") or a text view ("ansi"); None without a render_mode."""

@@ -202,3 +202,26 @@ def test_pickling_makes_a_fresh_env_of_the_same_arguments(make):
     finally:
         for e in [env, *twins]:
             e.close()
+
+
+@pytest.mark.parametrize("env", MULTI_AGENT)
+def test_parallel_env_state_is_every_agent_row_in_order(env):
+    """state() (centralised critics read it): every agent row's obs,
+    flattened in agent order, within state_space; absent agents' rows are
+    zeros; before reset it is ResetNeeded."""
+    from gymnasium.error import ResetNeeded
+    penv = ShoalParallelEnv(env)
+    with pytest.raises(ResetNeeded):
+        penv.state()
+    obs, _ = penv.reset(seed=3)
+    for _ in range(20):
+        state = penv.state()
+        assert state.shape == penv.state_space.shape and penv.state_space.contains(state)
+        rows = state.reshape(len(penv.possible_agents), -1)
+        for k, agent in enumerate(penv.possible_agents):
+            expected = obs[agent].reshape(-1) if agent in obs else np.zeros_like(rows[k])
+            np.testing.assert_array_equal(rows[k], expected, err_msg=agent)
+        if not penv.agents:
+            break
+        obs, *_ = penv.step({a: penv.action_space(a).sample() for a in penv.agents})
+    penv.close()
