@@ -282,6 +282,8 @@ class Policy(nn.Module):
         """(action, log-prob, entropy) per row, from the head forward() gave.
         noise: the random draws for these rows, as sampling_noise() makes
         them (drawn here when None)."""
+        if noise is not None and not isinstance(noise, (list, tuple)):
+            raise TypeError(f"noise: a list of tensors, as sampling_noise() returns, got {type(noise).__name__}")
         if self.continuous:
             return gaussian(head, self.actor_logstd, action, deterministic, None if noise is None else noise[0])
         return sample(head, self.nvec, action, deterministic, noise)

@@ -138,8 +138,8 @@ def test_num_batches_keeps_the_numbers(tmp_path, env, flags):
     """Double-buffering (num_batches 2) trains the very weights one batch
     does: the workers step half the envs while the policy runs on the other
     half, but the draws and sums are the same (README, "Reproducibility").
-    8 envs: batches of 4 rows (with 2, torch's matrix products and
-    convolutions round otherwise than with 4, here)."""
+    8 envs: batches of 4 rows (torch's CPU kernels block rows by 4 here:
+    with 2, 5 or 6 rows a batch the runs part, ~1e-7, README)."""
     pytest.importorskip({"halfcheetah": "mujoco", "hopper": "mujoco", "breakout": "ale_py"}.get(env, "numpy"))
     weights = []
     for num_batches in ("1", "2"):
