@@ -55,6 +55,22 @@ def test_gaussian_logprob_and_entropy_match_torch_distributions():
     torch.testing.assert_close(many.std(0), log_std.exp(), rtol=0.03, atol=0)
 
 
+
+def test_sampling_noise_is_the_draws_sample_makes_and_a_bare_tensor_is_refused():
+    """sample(noise=policy.sampling_noise(rows)) draws what sample() would
+    draw itself from the same generator state (the rollout cuts a step's
+    draws per batch); a bare tensor as noise is a TypeError, not row 0's
+    noise for every row."""
+    policy = continuous_policy()
+    head = torch.zeros(5, policy.action_size)
+    torch.manual_seed(3)
+    drawn_inside = policy.sample(head)[0]
+    torch.manual_seed(3)
+    given = policy.sample(head, noise=policy.sampling_noise(5, torch.device("cpu")))[0]
+    assert torch.equal(drawn_inside, given) and not torch.equal(given[0], given[1])
+    with pytest.raises(TypeError, match="a list of tensors"):
+        policy.sample(head, noise=torch.randn(5, policy.action_size))
+
 def test_policy_gaussian_head_for_box_actions_categorical_otherwise():
     policy = continuous_policy()
     assert policy.continuous and policy.action_size == 6 and policy.action_dtype == torch.float32
