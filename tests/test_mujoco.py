@@ -761,3 +761,43 @@ def test_rgb_array_rendering_or_a_clear_error():
         from shoal.sb3 import ShoalVecEnv
         with pytest.raises(ValueError, match="backend='serial'"):
             ShoalVecEnv("Hopper", 2, render_mode="rgb_array")
+
+
+def test_mujocos_profiling_clock_is_off_while_shoal_steps(tmp_path):
+    """`import mujoco` sets mjcb_time, the clock of mjData.timer, which
+    mj_step then reads at each stage it times (19% of Hopper's step).
+    shoal's envs step, reset and set state with it taken down, and put it
+    back after: the clock is never called for them, and still is for the
+    user's own mujoco code."""
+    code = textwrap.dedent("""
+        import ctypes, gymnasium, numpy as np, mujoco, shoal
+        from shoal.envs.mujoco.build import mujoco_dirs
+        _, libdir, libname = mujoco_dirs()
+        lib = ctypes.CDLL(str(libdir / libname))
+        clock = ctypes.c_void_p.in_dll(lib, "mjcb_time")
+        assert clock.value, "import mujoco sets the clock"
+        calls = []
+        counting = ctypes.CFUNCTYPE(ctypes.c_double)(lambda: calls.append(1) or 0.0)
+        clock.value = ctypes.cast(counting, ctypes.c_void_p).value
+        pool = shoal.make("Hopper", 4, backend="serial")   # (loading the model may time its compile)
+        single = gymnasium.make("shoal/Hopper-v5")
+        calls.clear()
+        pool.reset(seed=0)
+        for _ in range(20):
+            pool.step(np.zeros((4, 3), np.float32))
+        single.reset(seed=0)
+        single.unwrapped.set_state(np.array([0, 1.25, 0, 0, 0, 0]), np.zeros(6))
+        ours = len(calls)
+        same_clock = clock.value == ctypes.cast(counting, ctypes.c_void_p).value
+        m = mujoco.MjModel.from_xml_string("<mujoco><worldbody><body><freejoint/><geom size='.1'/>"
+                                           "</body></worldbody></mujoco>")
+        mujoco.mj_step(m, mujoco.MjData(m))
+        clock.value = None
+        pool.close()
+        single.close()
+        print(ours, same_clock, len(calls) > ours)
+    """)
+    out = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["0", "True", "True"], out.stdout

@@ -46,6 +46,7 @@ whose native version cannot be built yet is skipped with a note.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 from dataclasses import dataclass
 from functools import partial
@@ -133,13 +134,33 @@ def envpool_mujoco_version() -> str:
 PHYSICS_CALLS = 500   # mj_steps per timed call
 
 
+@contextlib.contextmanager
+def wheel_clock_off():
+    """The wheel's mjcb_time unset for the block: `import mujoco` sets it
+    (mjData.timer's clock, read at every stage mj_step times: ~19% of a
+    Hopper step), and shoal's envs step with it off (envs/mujoco/library.c);
+    EnvPool's own MuJoCo has none set."""
+    import ctypes
+
+    from shoal.envs.mujoco.build import mujoco_dirs
+
+    _, libdir, libname = mujoco_dirs()
+    clock = ctypes.c_void_p.in_dll(ctypes.CDLL(str(libdir / libname)), "mjcb_time")
+    saved, clock.value = clock.value, None
+    try:
+        yield
+    finally:
+        clock.value = saved
+
+
 def physics_build_rates(name: str, rounds: int, seconds: float, warmup: float) -> tuple[float, float]:
     """mj_steps/s of env `name`'s gymnasium XML in EnvPool's statically
     linked MuJoCo (through ctypes, its per-call cost measured on a no-op
     and taken out) and in the mujoco wheel shoal uses (mj_step's nstep, no
     per-call cost), in interleaved rounds: (EnvPool's, the wheel's), the
     median rounds. The two builds are not equally fast, so part of "native
-    best / EnvPool best" is theirs, not the pools'."""
+    best / EnvPool best" is theirs, not the pools'. The wheel steps with
+    MuJoCo's profiling clock off, as shoal's envs do (`wheel_clock_off`)."""
     import ctypes
     import os
     import statistics
@@ -184,8 +205,9 @@ def physics_build_rates(name: str, rounds: int, seconds: float, warmup: float) -
         return PHYSICS_CALLS
 
     try:
-        ours, calls, wheel = (statistics.median(rates) for rates in
-                              interleaved([envpool_steps, ctypes_calls, wheel_steps], rounds, seconds, warmup))
+        with wheel_clock_off():
+            ours, calls, wheel = (statistics.median(rates) for rates in
+                                  interleaved([envpool_steps, ctypes_calls, wheel_steps], rounds, seconds, warmup))
     finally:
         lib.mj_deleteData(data)
         lib.mj_deleteModel(model)
