@@ -1732,13 +1732,41 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     # checkpoint on disk (the last periodic one) holds whole updates only.
     mid_update = keep_last_checkpoint = False
     last_eval = float("nan")
-    episodes, ret_sum, len_sum = 0, 0.0, 0.0
-    games, game_sum = 0, 0.0   # whole games' real scores (Atari), between log rows
+    # since the last log row: [episodes ended, their returns summed, their
+    # lengths summed, whole games ended (Atari), their real scores summed]
+    since_log = [0, 0.0, 0.0, 0, 0.0]
+    last_log = log_steps = None   # the last row's train_seconds and global_step
     losses: dict = {}
     clock, base_seconds = None, progress["train_seconds"]
 
     def train_seconds() -> float:  # wall time, minus evaluations
         return base_seconds + time.perf_counter() - clock - (timers.total["eval"] - eval_seconds_before)
+
+    def log_row(now: float) -> None:
+        """The row of the whole updates since the last one (rank 0 only)."""
+        nonlocal last_log, log_steps, since_log
+        episodes, ret_sum, len_sum, games, game_sum = since_log
+        # the episodes ended since the last row (none: NaN, not the last row's again)
+        ep_mean_return, ep_mean_length = (ret_sum / episodes, len_sum / episodes) if episodes \
+            else (float("nan"), float("nan"))
+        row = {"train_seconds": now, "global_step": progress["global_step"],
+               "sps": (progress["global_step"] - log_steps) / max(now - last_log, 1e-9), "episodes": episodes,
+               "mean_return": ep_mean_return, "mean_length": ep_mean_length,
+               "eval_return": last_eval if tc["eval_interval"] > 0 else float("nan"),
+               "learning_rate": optimizer.param_groups[0]["lr"], "world_size": dist.world_size, **losses,
+               **{f"t_{k}": timers.total[k] for k in ("env", "copy", "forward", "learn", "eval")}}
+        if games:
+            row.update(games=games, game_return=game_sum / games)
+        # counted as written first: a stop inside log() must not write the row twice
+        last_log, log_steps = now, progress["global_step"]
+        since_log = [0, 0.0, 0.0, 0, 0.0]
+        logger.log(row)
+
+    def log_last_row() -> None:
+        """A run stopped between rows (a signal, an error): the whole
+        updates since the last row get theirs."""
+        if dist.is_main and log_steps is not None and progress["global_step"] > log_steps:
+            log_row(train_seconds())
 
     def run_eval() -> float:
         with timers.time("eval"):
@@ -1799,9 +1827,8 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
             now = train_seconds()
             done = progress["update"] >= num_updates or (
                 tc["max_train_seconds"] > 0 and now >= tc["max_train_seconds"])
-            evaluated = False
             if dist.is_main and tc["eval_interval"] > 0 and (now - last_eval_time >= tc["eval_interval"] or done):
-                last_eval, evaluated, last_eval_time = run_eval(), True, now
+                last_eval, last_eval_time = run_eval(), now
                 if (tc["target_return"] and last_eval >= tc["target_return"]
                         and progress["solved_seconds"] is None):
                     progress["solved_seconds"], progress["solved_step"] = now, progress["global_step"]
@@ -1815,32 +1842,13 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                 if signalled_ranks:
                     held_for_the_ranks.clear()
                     raise Terminated if terms else KeyboardInterrupt
-            episodes += int(ended[0])
-            ret_sum += ended[1]
-            len_sum += ended[2]
-            games += int(ended[3])
-            game_sum += ended[4]
+            since_log = [a + type(a)(b) for a, b in zip(since_log, ended)]
             if not dist.is_main:
                 if done:
                     break
                 continue
             if now - last_log >= tc["log_interval"] or done:
-                steps = progress["global_step"] - log_steps
-                # the episodes ended since the last row (none: NaN, not the last row's again)
-                ep_mean_return, ep_mean_length = (ret_sum / episodes, len_sum / episodes) if episodes \
-                    else (float("nan"), float("nan"))
-                row = {"train_seconds": now, "global_step": progress["global_step"],
-                       "sps": steps / max(now - last_log, 1e-9), "episodes": episodes,
-                       "mean_return": ep_mean_return, "mean_length": ep_mean_length,
-                       "eval_return": last_eval if evaluated or tc["eval_interval"] > 0 else float("nan"),
-                       "learning_rate": optimizer.param_groups[0]["lr"], "world_size": dist.world_size, **losses,
-                       **{f"t_{k}": timers.total[k] for k in ("env", "copy", "forward", "learn", "eval")}}
-                if games:
-                    row.update(games=games, game_return=game_sum / games)
-                logger.log(row)
-                last_log, log_steps = now, progress["global_step"]
-                episodes, ret_sum, len_sum = 0, 0.0, 0.0
-                games, game_sum = 0, 0.0
+                log_row(now)
             if tc["checkpoint_interval"] > 0 and now - last_ckpt >= tc["checkpoint_interval"]:
                 progress["train_seconds"], progress["timers"] = train_seconds(), dict(timers.total)
                 with sigint_deferred() as signalled:
@@ -1860,11 +1868,13 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
         summary["interrupted"] = True
         summary["signal"] = signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
         stopped_by = e
+        log_last_row()
         if dist.is_main and not unstarted():
             print(f"\n{'terminated' if isinstance(e, Terminated) else 'interrupted'}: writing a final "
                   f"checkpoint", file=sys.stderr)
     except Exception as e:  # e.g. a pool worker died: save what was learnt, then re-raise
         keep_last_checkpoint = mid_update
+        log_last_row()   # (an update the error cut short is not counted: nothing of it logged)
         if dist.is_main and unstarted():
             e.add_note(f"no update had run: the run folder {run_dir} is given back")
         elif dist.is_main and mid_update:

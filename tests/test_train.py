@@ -218,6 +218,37 @@ def test_ctrl_c_writes_a_final_checkpoint(tmp_path, monkeypatch):
     assert progress["update"] == 1 and progress["global_step"] == batch * progress["update"]
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, train.Terminated, RuntimeError])
+def test_a_stop_between_log_rows_logs_the_updates_since_the_last(tmp_path, monkeypatch, stop):
+    """A run stopped (Ctrl-C, SIGTERM, an error in the rollout) between two
+    log rows: its last row holds the whole updates done since the one
+    before, so log.csv ends where the checkpoint does (it used to lose up
+    to log_interval of training)."""
+    real = train.Rollout.collect
+    calls = []
+
+    def stopped_in_the_fourth(self):
+        calls.append(1)
+        if len(calls) == 4:
+            raise stop("stopped")
+        return real(self)
+
+    monkeypatch.setattr(train.Rollout, "collect", stopped_in_the_fourth)
+    cfg = small("cartpole", "--train.total-timesteps", "100000", "--train.log-interval", "1000")
+    if stop is RuntimeError:
+        with pytest.raises(RuntimeError, match="stopped"):
+            train.train(cfg, run_dir=str(tmp_path))
+    else:
+        assert train.train(cfg, run_dir=str(tmp_path))["interrupted"]
+    with open(tmp_path / "log.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    batch = cfg["train"]["num_steps"] * cfg["vec"]["num_envs"]
+    progress = train.load_checkpoint(str(tmp_path / "checkpoint.pt"))["progress"]
+    assert progress["update"] == 3
+    assert [int(r["global_step"]) for r in rows] == [3 * batch]
+    assert int(rows[0]["episodes"]) > 0 and float(rows[0]["sps"]) > 0
+
+
 def test_ctrl_c_during_an_update_saves_whole_updates(tmp_path, monkeypatch):
     """A real SIGINT arriving while an update runs: the update finishes, is
     counted, and the checkpoint's weights, Adam steps and counters agree."""
