@@ -172,6 +172,23 @@ static inline int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_
     return -1;
 }
 
+/* Parent: as shoal_wait_done, within timeout_ns for all of them together
+ * (not each), yielding at most yield_ns of it. */
+static inline int shoal_wait_done_within(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns,
+                                         int64_t yield_ns) {
+    int64_t deadline = -1;
+    for (int w = first; w < first + count; w++) {
+        if (shoal_load(&ctrl[w].done) == ctrl[w].request) continue;   /* done: no clock read */
+        if (deadline < 0) deadline = shoal_now_ns() + timeout_ns;
+        int64_t left = deadline - shoal_now_ns();
+        if (left < 0) left = 0;
+        if (!shoal_wait(&ctrl[w].done, ctrl[w].request, 1, &ctrl[w].parent_sleeping, left,
+                        yield_ns < left ? yield_ns : left))
+            return w;
+    }
+    return -1;
+}
+
 /* Worker: serve commands until CLOSE. (A dead parent ends the worker
  * through the watcher thread below, started before this loop.) */
 static inline void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops) {

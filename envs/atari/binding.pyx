@@ -346,6 +346,17 @@ def resize_area(screen, int height, int width):
 
 # ---- one env -------------------------------------------------------------------
 
+cdef inline void max_in_place(uint8_t* a, const uint8_t* b, Py_ssize_t n) noexcept nogil:
+    """a = max(a, b), byte by byte: np.maximum's result, in a loop the
+    compiler vectorises, without the ufunc's call (and its giving up the
+    GIL for arrays this size, which a busy Python thread then kept for its
+    switch interval)."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if b[i] > a[i]:
+            a[i] = b[i]
+
+
 cdef class AtariGame:
     """One env as its worker holds it: the emulator, the two frames of the
     max-pool, the no-op RNG, and views of the obs row it writes."""
@@ -360,7 +371,9 @@ cdef class AtariGame:
     cdef object np_random
     cdef object mode, difficulty            # None: the ROM's default
     cdef object frames                      # [latest frame, the one before]: the max-pool pair
-    cdef object maximum
+    cdef uint8_t* latest_frame              # their bytes (the arrays stay put)
+    cdef uint8_t* older_frame
+    cdef Py_ssize_t screen_bytes
     cdef AreaResize resize                  # the screen -> obs frame resize
     # The frame stack, kept here and copied whole to the obs row each step:
     # the caller may write into the rows it is given (EnvPool hands out
@@ -394,7 +407,9 @@ cdef class AtariGame:
         self.fire = ale_py.Action.FIRE
         self.fire_start = binding.fire_start
         self.frames = [np.zeros(binding.screen_shape, np.uint8), np.zeros(binding.screen_shape, np.uint8)]
-        self.maximum = np.maximum
+        cdef uint8_t[::1] latest_bytes = self.frames[0].reshape(-1), older_bytes = self.frames[1].reshape(-1)
+        self.latest_frame, self.older_frame = &latest_bytes[0], &older_bytes[0]
+        self.screen_bytes = latest_bytes.shape[0]
         self.resize = AreaResize(binding.screen_shape[0], binding.screen_shape[1], kwargs["img_height"],
                                  kwargs["img_width"], 1 if kwargs["gray_scale"] else 3)
         self.stack_num = kwargs["stack_num"]
@@ -538,8 +553,8 @@ cdef class AtariGame:
         the stack's next ring slot."""
         cdef int slot = self.stack_next
         latest = self.frames[0]
-        if max_pool and self.frameskip > 1:
-            self.maximum(latest, self.frames[1], out=latest)   # in place, as AtariPreprocessing
+        if max_pool and self.frameskip > 1:   # in place, as AtariPreprocessing
+            max_in_place(self.latest_frame, self.older_frame, self.screen_bytes)
         cdef const uint8_t[:, ::1] screen
         if self.resize.by_opencv is not None:
             self.resize(latest, out=self.stack_frames[slot])
@@ -788,22 +803,24 @@ cdef class Block:
                         f"{self.start + self.count - 1}: env {game.index} raised; the worker exits\n{trace}")
         return f"shoal worker for {self.binding.spec.name}: an env call failed; the worker exits\n"
 
+    # step / reset / step_selected keep the GIL: each env call takes it
+    # anyway (the emulator is ale-py's Python extension), and each time it
+    # was given up in between, a busy Python thread held it for its switch
+    # interval (5 ms) before that env could run. (A worker's loop does give
+    # it up: nothing else in that process wants it.)
     def step(self):
         """Step every env of the block once (actions read from the buffer)."""
-        with nogil:
-            _run_block(&self.view, SHOAL_CMD_STEP)
+        _run_block(&self.view, SHOAL_CMD_STEP)
         self._raise_if_failed()
 
     def reset(self):
         """Reset the envs whose reset_requests entry is RESET or RESEED."""
-        with nogil:
-            _run_block(&self.view, SHOAL_CMD_RESET)
+        _run_block(&self.view, SHOAL_CMD_RESET)
         self._raise_if_failed()
 
     def step_selected(self):
         """Step the envs whose step_selected entry is nonzero; the others stay as they are."""
-        with nogil:
-            _run_block(&self.view, SHOAL_CMD_STEP_SELECTED)
+        _run_block(&self.view, SHOAL_CMD_STEP_SELECTED)
         self._raise_if_failed()
 
     @cython.boundscheck(False)

@@ -47,6 +47,7 @@ def _load_library():
                                                                       ctypes.c_int]
     lib.shoal_mj_block_free.argtypes = [_P]
     lib.shoal_mj_block_run.argtypes = [_P, ctypes.c_int]
+    lib.shoal_mj_block_run.restype = ctypes.c_int64   # how long it took, ns
     lib.shoal_mj_block_ops.restype = _P
     lib.shoal_mj_block_ops.argtypes = [_P]
     lib.shoal_mj_block_set_state.argtypes = [_P, ctypes.c_int64, _P, _P]
@@ -54,7 +55,17 @@ def _load_library():
     lib.shoal_mj_block_copy_data.argtypes = [_P, ctypes.c_int64, _P, _P]
     lib.shoal_mj_block_run_steps.argtypes = [_P, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
     lib.kind_index = {lib.shoal_mj_kind_name(k).decode(): k for k in range(lib.shoal_mj_num_kinds())}
+    # The same function called with the GIL kept (ctypes.CDLL gives it up
+    # for every call): Block._run's short calls
+    lib.block_run_keeping_gil = ctypes.PyDLL(str(library_path())).shoal_mj_block_run
+    lib.block_run_keeping_gil.argtypes = [_P, ctypes.c_int]
+    lib.block_run_keeping_gil.restype = ctypes.c_int64
     return lib
+
+
+# A block whose last two calls took less than this keeps the GIL
+# (Block._run).
+HOLD_GIL_NS = 100_000
 
 
 _library = None
@@ -589,6 +600,7 @@ class Block:
                 raise MemoryError(f"{binding.spec.name}: {said}{of_pool}: make fewer envs per process")
             raise RuntimeError(f"{binding.spec.name}: {said}")
         self._start = start
+        self._call_ns = (0, 0)   # how long the last two steps / resets took (_run)
         # Each env's camera for render_pool (gymnasium fixes a free camera
         # when the env's first frame is drawn): (tracking, env index in the
         # block) -> camera.
@@ -604,17 +616,27 @@ class Block:
         """Address of this block's C ops table, for the worker loop."""
         return self._lib.shoal_mj_block_ops(self._block)
 
+    def _run(self, command: int) -> None:
+        """`command` over the block, without the GIL only if the last two
+        calls took HOLD_GIL_NS or more: as a header env's Block
+        (vec_binding.pxi), a short call that gave it up got it back from a
+        busy Python thread only after that thread's switch interval (5 ms)."""
+        long_block = min(self._call_ns) >= HOLD_GIL_NS
+        run = self._lib.shoal_mj_block_run if long_block else self._lib.block_run_keeping_gil
+        # (timed in C: taking the GIL back can wait)
+        self._call_ns = (self._call_ns[1], run(self._block, command))
+
     def step(self):
         """Step every env of the block once (actions read from the buffer)."""
-        self._lib.shoal_mj_block_run(self._block, 1)   # SHOAL_CMD_STEP
+        self._run(1)   # SHOAL_CMD_STEP
 
     def reset(self):
         """Reset the envs whose reset_requests entry is RESET or RESEED."""
-        self._lib.shoal_mj_block_run(self._block, 2)   # SHOAL_CMD_RESET
+        self._run(2)   # SHOAL_CMD_RESET
 
     def step_selected(self):
         """Step the envs whose step_selected entry is nonzero; the others stay as they are."""
-        self._lib.shoal_mj_block_run(self._block, 5)   # SHOAL_CMD_STEP_SELECTED
+        self._run(5)   # SHOAL_CMD_STEP_SELECTED
 
     def run_steps(self, action_table: np.ndarray, steps: int, first_row: int = 0) -> None:
         """The plain C loop, for benchmarks: `steps` steps of the block in one

@@ -17,6 +17,7 @@
 #include <setjmp.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "shoal_mujoco.h"
 #include "shoal_block.h"
@@ -319,7 +320,15 @@ oom:
     return NULL;
 }
 
-void shoal_mj_block_run(shoal_mj_block* b, int command) { block_run(b, command); }
+/* Returns how long the call took (ns), which decides whether the next one
+ * gives up the GIL (binding.py, Block._run). */
+int64_t shoal_mj_block_run(shoal_mj_block* b, int command) {
+    struct timespec began, ended;
+    clock_gettime(CLOCK_MONOTONIC, &began);
+    block_run(b, command);
+    clock_gettime(CLOCK_MONOTONIC, &ended);
+    return (int64_t)(ended.tv_sec - began.tv_sec) * 1000000000 + (ended.tv_nsec - began.tv_nsec);
+}
 
 shoal_block_ops* shoal_mj_block_ops(shoal_mj_block* b) { return &b->ops; }
 
