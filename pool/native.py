@@ -31,6 +31,7 @@ a call, the pool closes as that call returns. Pools cannot be pickled.
 from __future__ import annotations
 
 import functools
+import math
 import multiprocessing as mp
 import os
 import sys
@@ -138,11 +139,66 @@ def _select_info(info: dict, ids: np.ndarray, rows: np.ndarray) -> dict:
 
 
 def available_cores() -> int:
-    """Cores this process may run on (honours affinity masks and containers)."""
+    """Cores this process may run on: its affinity mask (taskset, Slurm's
+    cpusets), and its cgroup's CPU quota where one is set (`docker --cpus`,
+    a Kubernetes CPU limit: the host's cores stay visible there, and a
+    worker per host core would be throttled), rounded up."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = max(1, len(os.sched_getaffinity(0)))
     except AttributeError:
-        return max(1, os.cpu_count() or 1)
+        cores = max(1, os.cpu_count() or 1)
+    quota = cgroup_cpu_quota()
+    return cores if quota is None else max(1, min(cores, math.ceil(quota)))
+
+
+def cgroup_cpu_quota(root: str = "/sys/fs/cgroup", own_cgroups: str = "/proc/self/cgroup") -> float | None:
+    """The CPU bandwidth this process's cgroup may use, in cores (the
+    smallest quota / period of its cgroup and the ones above it), or None
+    where none is set or nothing can be read. cgroup v2: `cpu.max`
+    ("QUOTA PERIOD", or "max PERIOD"); v1: the cpu controller's
+    `cpu.cfs_quota_us` (-1: none) and `cpu.cfs_period_us`."""
+    try:
+        with open(own_cgroups) as f:
+            lines = [line.rstrip("\n").split(":", 2) for line in f]
+    except OSError:
+        return None
+    places = []   # (mount, the cgroup's path under it, quota file, period file or None)
+    for fields in lines:
+        if len(fields) != 3:
+            continue
+        _, controllers, path = fields
+        if controllers == "":   # v2: one hierarchy, mounted at root (or root/unified on hybrid hosts)
+            for mount in (root, os.path.join(root, "unified")):
+                if os.path.exists(os.path.join(mount, "cgroup.controllers")):
+                    places.append((mount, path, "cpu.max", None))
+                    break
+        elif "cpu" in controllers.split(","):
+            for name in (controllers, "cpu", "cpu,cpuacct"):
+                mount = os.path.join(root, name)
+                if os.path.isdir(mount):
+                    places.append((mount, path, "cpu.cfs_quota_us", "cpu.cfs_period_us"))
+                    break
+    limits = []
+    for mount, path, quota_file, period_file in places:
+        # the cgroup's folder, then each one above it up to the mount (inside
+        # a container's cgroup namespace the path is "/": the mount's own files)
+        parts = [part for part in path.strip("/").split("/") if part]
+        for depth in range(len(parts), -1, -1):
+            folder = os.path.join(mount, *parts[:depth])
+            try:
+                with open(os.path.join(folder, quota_file)) as f:
+                    text = f.read().split()
+                if period_file is not None:
+                    with open(os.path.join(folder, period_file)) as f:
+                        text = text[:1] + f.read().split()[:1]
+                if text[0] in ("max", "-1"):   # no quota at this level
+                    continue
+                quota, period = float(text[0]), float(text[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if quota > 0 and period > 0:
+                limits.append(quota / period)
+    return min(limits) if limits else None
 
 
 def parse_autoreset_mode(mode) -> AutoresetMode:
