@@ -801,3 +801,24 @@ def test_mujocos_profiling_clock_is_off_while_shoal_steps(tmp_path):
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["0", "True", "True"], out.stdout
+
+
+def test_a_warning_handler_the_user_set_stays_theirs(tmp_path):
+    """shoal sends MuJoCo's warnings to stderr (not MUJOCO_LOG.TXT) only
+    where no handler is set: it replaced the user's own for good before."""
+    code = textwrap.dedent("""
+        import ctypes, shoal
+        from shoal.envs.mujoco.build import mujoco_dirs
+        _, libdir, libname = mujoco_dirs()
+        handler = ctypes.c_void_p.in_dll(ctypes.CDLL(str(libdir / libname)), "mju_user_warning")
+        said = []
+        theirs = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(lambda message: said.append(message))
+        handler.value = ctypes.cast(theirs, ctypes.c_void_p).value
+        shoal.make("HalfCheetah", 2, backend="serial").close()
+        print(handler.value == ctypes.cast(theirs, ctypes.c_void_p).value)
+        handler.value = None
+    """)
+    out = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True"], out.stdout

@@ -62,7 +62,9 @@ enum { NUM_KINDS = sizeof(KINDS) / sizeof(KINDS[0]) };
  * current directory; a pool should not write files in the user's folder.
  * Each distinct warning is said once per process: a model's compile-time
  * warning (mujoco 4's "settotalmass is deprecated" on gymnasium's XMLs)
- * otherwise came once per env made, dozens of lines per pool. */
+ * otherwise came once per env made, dozens of lines per pool. Installed
+ * only where no handler is set: one the user (or another library) set
+ * stays theirs. */
 enum { WARNINGS_KEPT = 32 };
 static unsigned long long warned[WARNINGS_KEPT];
 static int warned_count;
@@ -121,7 +123,8 @@ static void end_making_envs(void) {
 }
 
 mjModel* shoal_mj_load_model(const char* path, char* error, int error_size) {
-    mju_user_warning = warn_to_stderr;
+    /* only where no one set a handler: a user's own (or another library's) stays */
+    if (!mju_user_warning) mju_user_warning = warn_to_stderr;
     return mj_loadXML(path, NULL, error, error_size);
 }
 
