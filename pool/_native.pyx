@@ -22,7 +22,8 @@ cdef extern from "shoal_sync.h" nogil:
         SHOAL_CMD_STEP_SELECTED
     void shoal_send(shoal_ctrl* ctrl, int first, int count, uint32_t command)
     int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns, int64_t yield_ns)
-    int shoal_wait_done_within(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns, int64_t yield_ns)
+    int shoal_spin_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns)
+    int64_t shoal_now_ns()
     enum: SHOAL_YIELD_NS
     void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops)
     uint32_t shoal_next_request(shoal_ctrl* ctrl, uint32_t seen, int64_t yield_ns)
@@ -159,19 +160,23 @@ def wait_done(size_t ctrl_address, int first, int count, double timeout_s, doubl
     index of a worker still busy after timeout_s. yield_s: how long to yield
     the core before sleeping on a futex.
 
-    The first HOLD_GIL_S of the wait keep the GIL; after that it is released.
-    A wait of microseconds (a small pool's step) that gave it up got it back
-    from a busy Python thread only after that thread's switch interval
-    (5 ms): CartPole with 8 envs stepped 600x slower beside one."""
+    The first HOLD_GIL_S of the wait spin with the GIL kept; then the wait
+    releases it (and yields, then sleeps). A wait of microseconds (a small
+    pool's step) that gave it up got it back from a busy Python thread only
+    after that thread's switch interval (5 ms): CartPole with 8 envs
+    stepped 600x slower beside one."""
     cdef shoal_ctrl* ctrl = <shoal_ctrl*>ctrl_address
     cdef int64_t timeout_ns = <int64_t>(timeout_s * 1e9)
     cdef int64_t yield_ns = <int64_t>(yield_s * 1e9)
-    cdef int64_t hold_ns = min(timeout_ns, <int64_t>(HOLD_GIL_S * 1e9))
-    cdef int busy = shoal_wait_done_within(ctrl, first, count, hold_ns, min(yield_ns, hold_ns))
-    if busy < 0 or timeout_ns <= hold_ns:
+    cdef int64_t began = shoal_now_ns()
+    cdef int busy = shoal_spin_done(ctrl, first, count, min(timeout_ns, <int64_t>(HOLD_GIL_S * 1e9)))
+    if busy < 0:
+        return busy
+    cdef int64_t left = timeout_ns - (shoal_now_ns() - began)
+    if left <= 0:
         return busy
     with nogil:
-        busy = shoal_wait_done(ctrl, busy, first + count - busy, timeout_ns - hold_ns, yield_ns)
+        busy = shoal_wait_done(ctrl, busy, first + count - busy, left, yield_ns)
     return busy
 
 

@@ -167,13 +167,16 @@ def cgroup_cpu_quota(root: str = "/sys/fs/cgroup", own_cgroups: str = "/proc/sel
         if len(fields) != 3:
             continue
         _, controllers, path = fields
+        path = os.path.normpath(path.removesuffix(" (deleted)"))   # (a cgroup removed since)
+        if path.startswith(".."):   # above a cgroup namespace's root: the mount's own files
+            path = "/"
         if controllers == "":   # v2: one hierarchy, mounted at root (or root/unified on hybrid hosts)
             for mount in (root, os.path.join(root, "unified")):
                 if os.path.exists(os.path.join(mount, "cgroup.controllers")):
                     places.append((mount, path, "cpu.max", None))
                     break
         elif "cpu" in controllers.split(","):
-            for name in (controllers, "cpu", "cpu,cpuacct"):
+            for name in (controllers, "cpu", "cpu,cpuacct", "cpuacct,cpu"):
                 mount = os.path.join(root, name)
                 if os.path.isdir(mount):
                     places.append((mount, path, "cpu.cfs_quota_us", "cpu.cfs_period_us"))

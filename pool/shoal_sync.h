@@ -172,19 +172,20 @@ static inline int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_
     return -1;
 }
 
-/* Parent: as shoal_wait_done, within timeout_ns for all of them together
- * (not each), yielding at most yield_ns of it. */
-static inline int shoal_wait_done_within(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns,
-                                         int64_t yield_ns) {
+/* Parent: spin until workers [first, first + count) are done, for at most
+ * timeout_ns in all; -1, or the first worker still busy. No sched_yield
+ * (its caller holds the GIL: a yield on a busy core could hand the core
+ * away for a whole timeslice, the GIL with it) and no sleep. */
+static inline int shoal_spin_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns) {
     int64_t deadline = -1;
     for (int w = first; w < first + count; w++) {
-        if (shoal_load(&ctrl[w].done) == ctrl[w].request) continue;   /* done: no clock read */
-        if (deadline < 0) deadline = shoal_now_ns() + timeout_ns;
-        int64_t left = deadline - shoal_now_ns();
-        if (left < 0) left = 0;
-        if (!shoal_wait(&ctrl[w].done, ctrl[w].request, 1, &ctrl[w].parent_sleeping, left,
-                        yield_ns < left ? yield_ns : left))
-            return w;
+        for (uint32_t k = 0; shoal_load(&ctrl[w].done) != ctrl[w].request; k++) {
+            shoal_cpu_relax();
+            if (k % 64 != 63) continue;   /* the clock every 64 relaxes (~a microsecond) */
+            const int64_t now = shoal_now_ns();
+            if (deadline < 0) deadline = now + timeout_ns;
+            if (now >= deadline) return w;
+        }
     }
     return -1;
 }

@@ -200,11 +200,11 @@ class NodeSum:
 
 
 def usable_cores() -> int:
-    """Cores this process may run on (its affinity mask, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    """Cores this process may run on: its affinity mask and a container's
+    CPU quota (shoal.pool.available_cores), not the machine's count."""
+    from shoal.pool import available_cores
+
+    return available_cores()
 
 
 @dataclass

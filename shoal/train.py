@@ -1742,6 +1742,13 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     def train_seconds() -> float:  # wall time, minus evaluations
         return base_seconds + time.perf_counter() - clock - (timers.total["eval"] - eval_seconds_before)
 
+    def episodes_ended() -> list:
+        """Since the last call, as since_log counts them (this process's)."""
+        s = pool.episode_stats()
+        ended = [s["episodes"], s["mean_return"] * s["episodes"], s["mean_length"] * s["episodes"]] \
+            if s["episodes"] else [0, 0.0, 0.0]
+        return ended + ro.take_game_stats()
+
     def log_row(now: float) -> None:
         """The row of the whole updates since the last one (rank 0 only)."""
         nonlocal last_log, log_steps, since_log
@@ -1764,9 +1771,20 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
 
     def log_last_row() -> None:
         """A run stopped between rows (a signal, an error): the whole
-        updates since the last row get theirs."""
-        if dist.is_main and log_steps is not None and progress["global_step"] > log_steps:
-            log_row(train_seconds())
+        updates since the last row get theirs, with the episodes that ended
+        since the last count (one process; under torchrun the ranks' last
+        counts are not summed after a stop). More Ctrl-Cs meanwhile are the
+        same stop, and an error here leaves the one that stopped the run."""
+        if not (dist.is_main and log_steps is not None and progress["global_step"] > log_steps):
+            return
+        nonlocal since_log
+        with sigint_deferred():
+            try:
+                if not dist.enabled:
+                    since_log = [a + type(a)(b) for a, b in zip(since_log, episodes_ended())]
+                log_row(train_seconds())
+            except Exception as e:   # (the pool may be what failed)
+                print(f"\nwarning: could not log the last row ({type(e).__name__}: {e})", file=sys.stderr)
 
     def run_eval() -> float:
         with timers.time("eval"):
@@ -1820,10 +1838,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                 mid_update = False
             stop_or_hold(signalled)
 
-            s = pool.episode_stats()
-            ended = [s["episodes"], s["mean_return"] * s["episodes"], s["mean_length"] * s["episodes"]] \
-                if s["episodes"] else [0, 0.0, 0.0]
-            ended += ro.take_game_stats()
+            ended = episodes_ended()
             now = train_seconds()
             done = progress["update"] >= num_updates or (
                 tc["max_train_seconds"] > 0 and now >= tc["max_train_seconds"])

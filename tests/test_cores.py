@@ -50,6 +50,22 @@ def test_cgroup_v1_cfs_quota(tmp_path):
     assert cgroup_cpu_quota(str(root), str(tmp_path / "self")) is None
 
 
+def test_cgroup_v1_mount_named_the_other_way_and_a_deleted_v2_cgroup(tmp_path):
+    root = tmp_path / "cgroup"
+    write(root / "cpuacct,cpu" / "cpu.cfs_quota_us", "200000\n")
+    write(root / "cpuacct,cpu" / "cpu.cfs_period_us", "100000\n")
+    write(tmp_path / "self", "3:cpu,cpuacct:/\n")
+    assert cgroup_cpu_quota(str(root), str(tmp_path / "self")) == 2.0
+    v2 = tmp_path / "v2"
+    write(v2 / "cgroup.controllers", "cpu\n")
+    write(v2 / "a" / "cpu.max", "200000 100000\n")
+    write(tmp_path / "self2", "0::/a/b (deleted)\n")
+    assert cgroup_cpu_quota(str(v2), str(tmp_path / "self2")) == 2.0
+    write(tmp_path / "self3", "0::/../../elsewhere\n")   # outside the namespace: its root's files
+    write(v2 / "cpu.max", "300000 100000\n")
+    assert cgroup_cpu_quota(str(v2), str(tmp_path / "self3")) == 3.0
+
+
 @pytest.mark.parametrize("text", ["", "garbage\n", "0::/x\n", "3:cpu:/x\n"])
 def test_unreadable_or_missing_cgroup_files_mean_no_quota(tmp_path, text):
     write(tmp_path / "self", text)
@@ -68,3 +84,10 @@ def test_available_cores_takes_the_quota_rounded_up(monkeypatch):
     if affinity >= 2:
         monkeypatch.setattr(native, "cgroup_cpu_quota", lambda: affinity - 1.5)
         assert available_cores() == affinity - 1
+
+
+def test_torchrun_ranks_share_the_quota_too(monkeypatch):
+    from shoal import distributed
+
+    monkeypatch.setattr(native, "cgroup_cpu_quota", lambda: 1.0)
+    assert distributed.usable_cores() == 1

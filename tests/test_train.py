@@ -249,6 +249,41 @@ def test_a_stop_between_log_rows_logs_the_updates_since_the_last(tmp_path, monke
     assert int(rows[0]["episodes"]) > 0 and float(rows[0]["sps"]) > 0
 
 
+def test_a_ctrl_c_during_an_update_logs_that_updates_episodes(tmp_path, monkeypatch):
+    """Ctrl-C lands inside update 2, which finishes and is counted; the last
+    row counts the episodes of its rollout too, as a run that ended after 2
+    updates does (they were dropped: the stop came before they were read)."""
+    cfg = small("cartpole", "--train.log-interval", "1000")
+    batch = cfg["train"]["num_steps"] * cfg["vec"]["num_envs"]
+
+    def last_row(run_dir):
+        with open(run_dir / "log.csv", newline="") as f:
+            return list(csv.DictReader(f))[-1]
+
+    cfg["train"]["total_timesteps"] = 2 * batch
+    train.train(cfg, run_dir=str(tmp_path / "whole"))
+    real = train.ppo_update
+    calls = []
+
+    def ctrl_c_inside(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*args)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)   # ignored under nohup
+    monkeypatch.setattr(train, "ppo_update", ctrl_c_inside)
+    try:
+        cfg["train"]["total_timesteps"] = 100 * batch
+        assert train.train(cfg, run_dir=str(tmp_path / "stopped"))["interrupted"]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    whole, stopped = last_row(tmp_path / "whole"), last_row(tmp_path / "stopped")
+    assert int(stopped["global_step"]) == int(whole["global_step"]) == 2 * batch
+    assert int(stopped["episodes"]) == int(whole["episodes"]) > 0
+    assert float(stopped["mean_return"]) == pytest.approx(float(whole["mean_return"]))
+
+
 def test_ctrl_c_during_an_update_saves_whole_updates(tmp_path, monkeypatch):
     """A real SIGINT arriving while an update runs: the update finishes, is
     counted, and the checkpoint's weights, Adam steps and counters agree."""
