@@ -22,7 +22,7 @@ cdef extern from "shoal_sync.h" nogil:
         SHOAL_CMD_STEP_SELECTED
     void shoal_send(shoal_ctrl* ctrl, int first, int count, uint32_t command)
     int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns, int64_t yield_ns)
-    int shoal_spin_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns)
+    int shoal_wait_done_briefly(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns)
     int64_t shoal_now_ns()
     enum: SHOAL_YIELD_NS
     void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops)
@@ -160,8 +160,8 @@ def wait_done(size_t ctrl_address, int first, int count, double timeout_s, doubl
     index of a worker still busy after timeout_s. yield_s: how long to yield
     the core before sleeping on a futex.
 
-    The first HOLD_GIL_S of the wait spin with the GIL kept; then the wait
-    releases it (and yields, then sleeps). A wait of microseconds (a small
+    The first HOLD_GIL_S of the wait keep the GIL (spinning, then yielding
+    the core); then the wait releases it (and yields, then sleeps). A wait of microseconds (a small
     pool's step) that gave it up got it back from a busy Python thread only
     after that thread's switch interval (5 ms): CartPole with 8 envs
     stepped 600x slower beside one."""
@@ -169,7 +169,7 @@ def wait_done(size_t ctrl_address, int first, int count, double timeout_s, doubl
     cdef int64_t timeout_ns = <int64_t>(timeout_s * 1e9)
     cdef int64_t yield_ns = <int64_t>(yield_s * 1e9)
     cdef int64_t began = shoal_now_ns()
-    cdef int busy = shoal_spin_done(ctrl, first, count, min(timeout_ns, <int64_t>(HOLD_GIL_S * 1e9)))
+    cdef int busy = shoal_wait_done_briefly(ctrl, first, count, min(timeout_ns, <int64_t>(HOLD_GIL_S * 1e9)))
     if busy < 0:
         return busy
     cdef int64_t left = timeout_ns - (shoal_now_ns() - began)
