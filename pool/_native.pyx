@@ -161,10 +161,10 @@ def wait_done(size_t ctrl_address, int first, int count, double timeout_s, doubl
     the core before sleeping on a futex.
 
     The first HOLD_GIL_S of the wait keep the GIL (spinning, then yielding
-    the core); then the wait releases it (and yields, then sleeps). A wait of microseconds (a small
-    pool's step) that gave it up got it back from a busy Python thread only
-    after that thread's switch interval (5 ms): CartPole with 8 envs
-    stepped 600x slower beside one."""
+    the core); then the wait releases it (and yields, then sleeps). A wait
+    of microseconds (a small pool's step) that gave it up got it back from
+    a busy Python thread only after that thread's switch interval (5 ms):
+    CartPole with 8 envs stepped 600x slower beside one."""
     cdef shoal_ctrl* ctrl = <shoal_ctrl*>ctrl_address
     cdef int64_t timeout_ns = <int64_t>(timeout_s * 1e9)
     cdef int64_t yield_ns = <int64_t>(yield_s * 1e9)

@@ -1749,6 +1749,10 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
             if s["episodes"] else [0, 0.0, 0.0]
         return ended + ro.take_game_stats()
 
+    def count_for_the_log(ended: list) -> None:
+        nonlocal since_log
+        since_log = [a + type(a)(b) for a, b in zip(since_log, ended)]
+
     def log_row(now: float) -> None:
         """The row of the whole updates since the last one (rank 0 only)."""
         nonlocal last_log, log_steps, since_log
@@ -1777,11 +1781,10 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
         same stop, and an error here leaves the one that stopped the run."""
         if not (dist.is_main and log_steps is not None and progress["global_step"] > log_steps):
             return
-        nonlocal since_log
         with sigint_deferred():
             try:
                 if not dist.enabled:
-                    since_log = [a + type(a)(b) for a, b in zip(since_log, episodes_ended())]
+                    count_for_the_log(episodes_ended())
                 log_row(train_seconds())
             except Exception as e:   # (the pool may be what failed)
                 print(f"\nwarning: could not log the last row ({type(e).__name__}: {e})", file=sys.stderr)
@@ -1839,6 +1842,8 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
             stop_or_hold(signalled)
 
             ended = episodes_ended()
+            if not dist.enabled:   # counted at once: a Ctrl-C in the evaluation below keeps them
+                count_for_the_log(ended)
             now = train_seconds()
             done = progress["update"] >= num_updates or (
                 tc["max_train_seconds"] > 0 and now >= tc["max_train_seconds"])
@@ -1857,7 +1862,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
                 if signalled_ranks:
                     held_for_the_ranks.clear()
                     raise Terminated if terms else KeyboardInterrupt
-            since_log = [a + type(a)(b) for a, b in zip(since_log, ended)]
+                count_for_the_log(ended)   # (all ranks' episodes)
             if not dist.is_main:
                 if done:
                     break

@@ -284,6 +284,34 @@ def test_a_ctrl_c_during_an_update_logs_that_updates_episodes(tmp_path, monkeypa
     assert float(stopped["mean_return"]) == pytest.approx(float(whole["mean_return"]))
 
 
+def test_a_ctrl_c_during_an_evaluation_keeps_the_updates_episodes_in_the_log(tmp_path, monkeypatch):
+    """Ctrl-C in the evaluation after update 2: the last row still counts
+    update 2's episodes (read before the evaluation), as a run that ended
+    after 2 updates (without evaluations) logs them."""
+    cfg = small("cartpole", "--train.log-interval", "1000")
+    batch = cfg["train"]["num_steps"] * cfg["vec"]["num_envs"]
+    cfg["train"]["total_timesteps"] = 2 * batch
+    train.train(cfg, run_dir=str(tmp_path / "whole"))
+    real = train.evaluate
+    calls = []
+
+    def ctrl_c_in_the_third(*args, **kwargs):   # the first one is the curve's starting point
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train, "evaluate", ctrl_c_in_the_third)
+    cfg["train"].update(total_timesteps=100 * batch, eval_interval=1e-9, eval_episodes=2)
+    assert train.train(cfg, run_dir=str(tmp_path / "stopped"))["interrupted"]
+    rows = {}
+    for name in ("whole", "stopped"):
+        with open(tmp_path / name / "log.csv", newline="") as f:
+            rows[name] = [r for r in csv.DictReader(f) if int(r["global_step"]) > 0][-1]
+    assert int(rows["stopped"]["global_step"]) == int(rows["whole"]["global_step"]) == 2 * batch
+    assert int(rows["stopped"]["episodes"]) == int(rows["whole"]["episodes"]) > 0
+
+
 def test_ctrl_c_during_an_update_saves_whole_updates(tmp_path, monkeypatch):
     """A real SIGINT arriving while an update runs: the update finishes, is
     counted, and the checkpoint's weights, Adam steps and counters agree."""
