@@ -137,6 +137,8 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         self.action_space = self.single_action_space = pool.single_action_space
         self.config_extra: dict = {}               # EnvPool's config entries that make() fixed
         self._discrete = isinstance(pool.single_action_space, gymnasium.spaces.Discrete)
+        box = pool.single_action_space
+        self._box_width = box.shape[0] if isinstance(box, gymnasium.spaces.Box) and len(box.shape) == 1 else 0
         self._sent_step = None   # a sync pool's subset send(): its step, for the next recv()
 
     is_vector_env = True   # gym's old marker, which EnvPool's envs carry
@@ -214,9 +216,20 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
     def _actions(self, actions):
         """A discrete task's actions as (n,), or as (n, 1) (a policy's
         trailing action axis; EnvPool 1.2.5 refuses that shape, and taking it
-        costs nothing). Any integer dtype is taken."""
-        if self._discrete and isinstance(actions, np.ndarray) and actions.ndim == 2 and actions.shape[1] == 1:
-            return actions[:, 0]
+        costs nothing). Any integer dtype is taken. A Box task's (n, A)
+        actions may also come with extra axes of 1 ((n, 1, A), (n, A, 1))
+        or flat ((n * A,)), which EnvPool reshapes too; other shapes (a
+        transposed (A, n), say, which EnvPool would take as wrong rows) are
+        the pool's error."""
+        if not isinstance(actions, np.ndarray):
+            return actions
+        if self._discrete:
+            return actions[:, 0] if actions.ndim == 2 and actions.shape[1] == 1 else actions
+        width = self._box_width
+        if width and actions.ndim != 2 and actions.size and actions.size % width == 0:
+            rows = actions.size // width
+            if actions.ndim == 1 or [d for d in actions.shape if d != 1] == [d for d in (rows, width) if d != 1]:
+                return actions.reshape(rows, width)
         return actions
 
     def step(self, action=None, env_id=None, *, actions=None):

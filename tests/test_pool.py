@@ -395,6 +395,22 @@ def test_envpool_compat_gives_one_envs_spaces_and_the_pools_calls(no_leaks):
         shoal.make("CartPole", 2, env_type="gymnasium")
 
 
+@pytest.mark.parametrize("shape", [(4, 1, 3), (4, 3, 1), (1, 4, 3), (12,)])
+def test_envpool_compat_takes_box_actions_in_the_shapes_envpool_reshapes(no_leaks, shape):
+    """EnvPool reshapes Box actions of the right size ((n, 1, A) from a
+    policy with an extra axis, flat n * A); the drop-in takes those too,
+    each as the (n, A) array. A transposed (A, n) is still an error."""
+    pytest.importorskip("mujoco", reason="the Box-action envs are MuJoCo's (the mujoco extra)")
+    from shoal.envpool_compat import EnvPoolCompat
+    actions = np.random.default_rng(0).uniform(-1, 1, (4, 3)).astype(np.float32)   # Hopper: 3 actions
+    with EnvPoolCompat(shoal.make("Hopper", 4, backend="serial", seed=0)) as envs, \
+            shoal.make("Hopper", 4, backend="serial", seed=0) as reference:
+        for ours, theirs in zip(envs.step(actions.reshape(shape))[:4], reference.step(actions)[:4]):
+            np.testing.assert_array_equal(ours, theirs)
+        with pytest.raises(ValueError, match="actions must have shape"):
+            envs.step(np.ascontiguousarray(actions.T))
+
+
 def test_envpool_compat_make_takes_envpools_task_ids_and_defaults(no_leaks):
     """shoal.envpool_compat.make_gymnasium: EnvPool's task ids, argument
     names and defaults (seed 42; CartPole-v0's 200 steps; Atari v5's fire
