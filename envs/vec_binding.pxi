@@ -164,8 +164,9 @@ cdef void _run_block(void* ctx, int command) noexcept nogil:
 
 
 # A block whose last two calls took less than this keeps the GIL
-# (Block._run).
-cdef int64_t HOLD_GIL_NS = 100000
+# (Block._run); the pool's rule, pool/_native.pyx.
+from shoal.pool._native import HOLD_GIL_S as _HOLD_GIL_S
+cdef int64_t HOLD_GIL_NS = <int64_t>(_HOLD_GIL_S * 1e9)
 
 
 cdef inline int64_t _now_ns() noexcept nogil:

@@ -22,7 +22,7 @@ cdef extern from "shoal_sync.h" nogil:
         SHOAL_CMD_STEP_SELECTED
     void shoal_send(shoal_ctrl* ctrl, int first, int count, uint32_t command)
     int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns, int64_t yield_ns)
-    int shoal_wait_done_briefly(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns)
+    int shoal_wait_done_briefly(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns, int64_t* began_ns)
     int64_t shoal_now_ns()
     enum: SHOAL_YIELD_NS
     void shoal_worker_loop(shoal_ctrl* ctrl, shoal_block_ops* ops)
@@ -151,7 +151,9 @@ def send(size_t ctrl_address, int first, int count, int command):
 YIELD_S = SHOAL_YIELD_NS / 1e9  # default: yield this long before sleeping
 
 
-# The first part of a wait_done, which keeps the GIL.
+# Shorter than this, a call keeps the GIL: the first part of a wait_done,
+# and a block of envs whose last two calls were shorter (envs/vec_binding.pxi,
+# envs/mujoco/binding.py read it from here).
 HOLD_GIL_S = 100e-6
 
 
@@ -168,9 +170,10 @@ def wait_done(size_t ctrl_address, int first, int count, double timeout_s, doubl
     cdef shoal_ctrl* ctrl = <shoal_ctrl*>ctrl_address
     cdef int64_t timeout_ns = <int64_t>(timeout_s * 1e9)
     cdef int64_t yield_ns = <int64_t>(yield_s * 1e9)
-    cdef int64_t began = shoal_now_ns()
-    cdef int busy = shoal_wait_done_briefly(ctrl, first, count, min(timeout_ns, <int64_t>(HOLD_GIL_S * 1e9)))
-    if busy < 0:
+    cdef int64_t began = 0
+    cdef int busy = shoal_wait_done_briefly(ctrl, first, count, min(timeout_ns, <int64_t>(HOLD_GIL_S * 1e9)),
+                                            &began)
+    if busy < 0:   # (the usual case: no clock read)
         return busy
     cdef int64_t left = timeout_ns - (shoal_now_ns() - began)
     if left <= 0:

@@ -176,9 +176,12 @@ static inline int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_
  * timeout_ns in all, spinning a little, then yielding the core (workers
  * may need it: a parent spinning on a core of its two busy workers cut the
  * async pool's steps by 2.5x), with the clock read after every yield; no
- * sleep. Returns -1, or the first worker still busy. (Its caller holds the
+ * sleep. Returns -1, or the first worker still busy; *began_ns: when the
+ * clock was first read (set whenever a worker was still busy after the
+ * spin; workers done by then cost no clock read). (Its caller holds the
  * GIL: a yield on an oversubscribed core can still keep it a timeslice.) */
-static inline int shoal_wait_done_briefly(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns) {
+static inline int shoal_wait_done_briefly(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns,
+                                          int64_t* began_ns) {
     int64_t deadline = -1;
     for (int w = first; w < first + count; w++) {
         for (int k = 0; shoal_load(&ctrl[w].done) != ctrl[w].request; k++) {
@@ -187,7 +190,10 @@ static inline int shoal_wait_done_briefly(shoal_ctrl* ctrl, int first, int count
                 continue;
             }
             const int64_t now = shoal_now_ns();
-            if (deadline < 0) deadline = now + timeout_ns;
+            if (deadline < 0) {
+                *began_ns = now;
+                deadline = now + timeout_ns;
+            }
             if (now >= deadline) return w;
             sched_yield();
         }

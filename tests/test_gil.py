@@ -51,33 +51,19 @@ def times_the_gil_was_given_up(pool, actions, steps: int) -> int:
     return progress["runs"]
 
 
-@pytest.mark.parametrize("env, num_envs", [("CartPole", 8), ("Snake", 2)])
-def test_a_short_header_env_step_keeps_the_gil(env, num_envs):
+@pytest.mark.parametrize("env, num_envs, extra, steps", [
+    ("CartPole", 8, None, 5000), ("Snake", 2, None, 5000),           # header envs (vec_binding.pxi)
+    ("InvertedPendulum", 1, "mujoco", 5000),                       # MuJoCo's ctypes binding
+    ("Pong", 1, "ale_py", 500),                                    # Atari's block (a step: ~0.3 ms)
+])
+def test_a_short_step_keeps_the_gil(env, num_envs, extra, steps):
+    if extra is not None:
+        pytest.importorskip(extra, reason=f"{env} needs the {extra} package (an extra)")
     pool = shoal.make(env, num_envs, backend="serial")
     try:
         pool.reset(seed=0)
         actions = np.zeros(pool.action_space.shape, pool.action_space.dtype)
         # (a preempted step may give it up once: the next call then keeps it again)
-        assert times_the_gil_was_given_up(pool, actions, 5000) <= 1
-    finally:
-        pool.close()
-
-
-def test_a_short_mujoco_step_keeps_the_gil():
-    pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
-    pool = shoal.make("InvertedPendulum", 1, backend="serial")
-    try:
-        pool.reset(seed=0)
-        assert times_the_gil_was_given_up(pool, np.zeros((1, 1), np.float32), 5000) <= 1
-    finally:
-        pool.close()
-
-
-def test_an_atari_step_keeps_the_gil():
-    pytest.importorskip("ale_py", reason="Atari envs need the atari extra")
-    pool = shoal.make("Pong", 1, backend="serial")
-    try:
-        pool.reset(seed=0)
-        assert times_the_gil_was_given_up(pool, np.zeros(1, np.int32), 500) <= 1
+        assert times_the_gil_was_given_up(pool, actions, steps) <= 1
     finally:
         pool.close()

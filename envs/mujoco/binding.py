@@ -26,6 +26,7 @@ from shoal.envs import EnvSpec, SpecMismatchError, check_spec_against_binding
 from shoal.envs.mujoco import (GYMNASIUM_INFO_DTYPES, MODELS, TENDON_INFO_KEYS, cfg_values, default_kwargs,
                                render_options)
 from shoal.envs.mujoco.build import library_path
+from shoal.pool import _native
 from shoal.pool.layout import EPISODE_DTYPE
 
 _P = ctypes.c_void_p
@@ -64,8 +65,8 @@ def _load_library():
 
 
 # A block whose last two calls took less than this keeps the GIL
-# (Block._run).
-HOLD_GIL_NS = 100_000
+# (Block._run); the pool's rule, pool/_native.pyx.
+HOLD_GIL_NS = int(_native.HOLD_GIL_S * 1e9)
 
 
 _library = None
