@@ -199,14 +199,6 @@ class NodeSum:
             pass
 
 
-def usable_cores() -> int:
-    """Cores this process may run on: its affinity mask and a container's
-    CPU quota (shoal.pool.available_cores), not the machine's count."""
-    from shoal.pool import available_cores
-
-    return available_cores()
-
-
 @dataclass
 class Dist:
     """Who this process is in a data-parallel run, and the collectives.
@@ -317,12 +309,16 @@ def planned_world_size() -> int:
 
 
 def planned_cores_per_rank() -> int:
-    """This node's cores shared among its ranks (LOCAL_WORLD_SIZE of them)."""
+    """This node's cores (its affinity mask and a container's CPU quota:
+    shoal.pool.available_cores) shared among its ranks (LOCAL_WORLD_SIZE of
+    them)."""
+    from shoal.pool import available_cores
+
     try:
         local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     except ValueError:
         local = 1
-    return max(1, usable_cores() // local)
+    return max(1, available_cores() // local)
 
 
 def planned_main_rank() -> bool:

@@ -1654,7 +1654,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
         workers = getattr(pool, "num_workers", None)
         sys.stderr.write(  # one write: the ranks' lines do not interleave
             f"shoal train: {dist.describe()}: {local_envs} envs (seeds {env_seed}..{env_seed + local_envs - 1}), "
-            + (f"{workers} pool workers ({distributed.usable_cores()} cores / {dist.local_world_size} "
+            + (f"{workers} pool workers ({shoal.pool.available_cores()} cores / {dist.local_world_size} "
                f"ranks on this node, at least one per batch), " if vc["backend"] == "multiprocessing"
                else f"{vc['backend']} pool, ")
             + f"{torch.get_num_threads()} torch threads, learner on {device}\n")
@@ -1734,7 +1734,8 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
     last_eval = float("nan")
     # since the last log row: [episodes ended, their returns summed, their
     # lengths summed, whole games ended (Atari), their real scores summed]
-    since_log = [0, 0.0, 0.0, 0, 0.0]
+    nothing_since = (0, 0.0, 0.0, 0, 0.0)
+    since_log = list(nothing_since)
     last_log = log_steps = None   # the last row's train_seconds and global_step
     losses: dict = {}
     clock, base_seconds = None, progress["train_seconds"]
@@ -1770,7 +1771,7 @@ def _train(cfg: dict, resume: str | None, run_dir: str | None) -> dict:
             row.update(games=games, game_return=game_sum / games)
         # counted as written first: a stop inside log() must not write the row twice
         last_log, log_steps = now, progress["global_step"]
-        since_log = [0, 0.0, 0.0, 0, 0.0]
+        since_log = list(nothing_since)
         logger.log(row)
 
     def log_last_row() -> None:

@@ -90,4 +90,5 @@ def test_torchrun_ranks_share_the_quota_too(monkeypatch):
     from shoal import distributed
 
     monkeypatch.setattr(native, "cgroup_cpu_quota", lambda: 1.0)
-    assert distributed.usable_cores() == 1
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert distributed.planned_cores_per_rank() == 1
