@@ -510,6 +510,13 @@ def spec(name: str, **env_kwargs) -> EnvSpec:
     return found[_key(name)].configure(**env_kwargs)
 
 
+def _names_a_gymnasium_env(name: str) -> bool:
+    """Registered with gymnasium, or shaped as a gymnasium id ("Name-v3",
+    "MiniGrid-Empty-5x5-v0", whose package may not be imported yet)."""
+    import gymnasium
+    return name in gymnasium.registry or re.search(r"-v\d+$", name) is not None
+
+
 def _unknown_env_message(name: str, found: dict) -> str:
     """Why `name` names no env, with the likeliest meant one first: a
     gymnasium id ("CartPole-v1", "shoal/Pong-v5", "ALE/Pong-v5") names the
@@ -521,6 +528,10 @@ def _unknown_env_message(name: str, found: dict) -> str:
         by_key = {_key(n): n for n in names()}
         meant = [by_key[k] for k in difflib.get_close_matches(_key(bare), by_key, n=3, cutoff=0.6)]
     hint = f"did you mean {' or '.join(repr(m) for m in meant)}? " if meant else ""
+    if not meant and _names_a_gymnasium_env(name):
+        hint = (f"it names no env of shoal's, but a gymnasium id: a Python env steps in shoal's pool for "
+                f"Python envs, shoal.pool.AsyncVectorEnv([lambda: gymnasium.make({str(name)!r})] * num_envs) "
+                f"(README, 'gymnasium'). ")
     here = os.path.dirname(__file__)
     for folder in os.listdir(here):   # an env being written, its folder not a package yet
         if _key(folder) == _key(bare) and os.path.isdir(os.path.join(here, folder)) \

@@ -6,8 +6,10 @@
     obs, rewards, terminations, truncations, infos = envs.step(envs.action_space.sample())
 
 Same constructor, methods, errors and outputs as gymnasium's AsyncVectorEnv
-(outputs equal SyncVectorEnv's for the same seeds and actions). What differs
-is how the work moves:
+(outputs equal SyncVectorEnv's for the same seeds and actions; in DISABLED
+mode, as in gymnasium's AsyncVectorEnv, stepping an ended env without a
+reset is no error, where SyncVectorEnv asserts). What differs is how the
+work moves:
 
 - Envs are split into contiguous blocks, one block per worker process
   (default: one worker per core), not one process per env.
@@ -202,6 +204,16 @@ def _keep_info(infos: list, i: int, info, env) -> None:
         infos.append((i, info))
 
 
+def _as_sync_adds(info):
+    """info as SyncVectorEnv's _add_info takes it in: dicts rebuilt and
+    arrays copied, other values as they are. A SAME_STEP reset right after
+    may reuse the env's info dict or write into an array the info holds
+    (a view of the simulator's state); final_info keeps the ended step's."""
+    if isinstance(info, dict):
+        return {key: _as_sync_adds(value) for key, value in info.items()}
+    return info.copy() if isinstance(info, np.ndarray) else info
+
+
 class _EnvBlock:
     """Worker side: envs [start, start + len(envs)) of the pool, stepped in
     order, their results written to rows of the shared buffers."""
@@ -254,8 +266,9 @@ class _EnvBlock:
                 obs, reward, terminated, truncated, info = env.step(action)
                 if terminated or truncated:
                     # the same two infos, in the same order, as SyncVectorEnv adds them
-                    # (the ended step's info as it is, None too, as SyncVectorEnv's final_info)
-                    infos.append((i, {"final_obs": obs, "final_info": info}))
+                    # (the ended step's info as it is, None too, as SyncVectorEnv's final_info),
+                    # taken before the reset can change them, as SyncVectorEnv takes them
+                    infos.append((i, {"final_obs": obs, "final_info": _as_sync_adds(info)}))
                     obs, info = env.reset()
             else:  # DISABLED: the user resets done envs with reset_mask
                 obs, reward, terminated, truncated, info = env.step(action)
@@ -557,11 +570,18 @@ class AsyncVectorEnv(VectorEnv):
         space = self.single_observation_space
         self._obs_split = ObsSplit.of(space) if shared_memory else None
         self._obs_by_pipe = not (shared_memory and is_shareable(space)) and self._obs_split is None
-        if shared_memory and not is_shareable(space) and not _dynamic_builtin(space):
-            # a space of the user's own: gymnasium's error, not a silent fallback
+        own = _own_space(space) if shared_memory else None
+        if own is not None:
+            # a space of the user's own: gymnasium's error (its test suite
+            # expects it), not a silent fallback, saying which entry and why
+            where, kind = own
+            detail = (f"the observation space{where} is a {kind}, not one of gymnasium's spaces, so shoal "
+                      f"cannot know its layout: shared memory takes Box, Discrete, MultiDiscrete, "
+                      f"MultiBinary and Dict / Tuple of them, and Text, Graph, Sequence and OneOf travel "
+                      f"pickled; with shared_memory=False every observation travels pickled")
             raise ValueError("Using `AsyncVector(..., shared_memory=True)` caused an error, you can "
-                             "disable this feature with `shared_memory=False` however this is slower.") \
-                from CustomSpaceError(f"{self.single_observation_space} has no shared-memory layout")
+                             "disable this feature with `shared_memory=False` however this is slower. "
+                             f"({detail})") from CustomSpaceError(detail)
 
         cap = available_cores() if num_workers is None else num_workers
         if not isinstance(cap, (int, np.integer)) or isinstance(cap, bool) or cap < 1:
@@ -646,12 +666,25 @@ class AsyncVectorEnv(VectorEnv):
         """The next message from worker k; WorkerError if it dies first."""
         return self._workers.receive(k, self._pipes[k], what)
 
-    def _send_messages(self, messages: list) -> None:
+    def _start_messages(self, messages: list, infos: bool = False) -> None:
+        """Hand worker k messages[k] (a CMD_MESSAGE command; infos as
+        _start_command's). Every message is pickled before any worker is
+        woken: one that cannot be (a lock or a lambda in reset's options or
+        call's arguments) raises here, and the pool stays open, as
+        gymnasium's AsyncVectorEnv does."""
+        payloads, pickled = [], {}
+        for message in messages:  # `[message] * num_workers` is pickled once
+            if id(message) not in pickled:
+                pickled[id(message)] = mp.reduction.ForkingPickler.dumps(message)
+            payloads.append(pickled[id(message)])
+        self._start_command(lambda: self._send_payloads(payloads), infos)
+
+    def _send_payloads(self, payloads: list) -> None:
         """Wake each worker for a message, then write it (the worker is
         reading by then, so a large message cannot block us)."""
         _native.send(self._ctrl, 0, self.num_workers, _native.CMD_MESSAGE)
-        for pipe, message in zip(self._pipes, messages, strict=True):
-            pipe.send(message)
+        for pipe, payload in zip(self._pipes, payloads, strict=True):
+            pipe.send_bytes(payload)
 
     def _wait(self, timeout: float | None) -> bool:
         """Wait until every worker finished its command, reading each reply
@@ -723,9 +756,7 @@ class AsyncVectorEnv(VectorEnv):
         the workers' control block by address); _end_command after it, in a
         finally: see close_extras. A forked child's copy is refused: its
         commands would reach the parent's workers."""
-        if os.getpid() != self._pid:
-            raise RuntimeError(f"this {type(self).__name__} belongs to process {self._pid}; a forked "
-                               f"child (process {os.getpid()}) cannot use it: create one in each process")
+        self._refuse_a_forked_child()
         self._calls.acquire()
         # Checked with the lock held: a close() may have run since the caller's
         # _assert_is_running (a signal handler's, in this very thread, say).
@@ -872,7 +903,7 @@ class AsyncVectorEnv(VectorEnv):
         messages = [("reset", list(seed[a:b]), options,
                      None if reset_mask is None else reset_mask[a:b].tolist())
                     for a, b in self._blocks]
-        self._start_command(lambda: self._send_messages(messages), infos=True)
+        self._start_messages(messages, infos=True)
         self._state = AsyncState.WAITING_RESET
 
     def reset_wait(self, timeout: float | None = None):
@@ -909,7 +940,7 @@ class AsyncVectorEnv(VectorEnv):
             if len(per_env) != self.num_envs:
                 raise ValueError(f"expected actions for {self.num_envs} envs, got {len(per_env)}")
             messages = [("step", per_env[a:b]) for a, b in self._blocks]
-            self._start_command(lambda: self._send_messages(messages), infos=True)
+            self._start_messages(messages, infos=True)
         self._state = AsyncState.WAITING_STEP
 
     def step_wait(self, timeout: float | None = None):
@@ -938,7 +969,7 @@ class AsyncVectorEnv(VectorEnv):
             raise ValueError(f"Trying to call function `{name}` with `call`, use `{name}` directly instead.")
         self._drain()
         messages = [("call", name, args, kwargs)] * self.num_workers
-        self._start_command(lambda: self._send_messages(messages))
+        self._start_messages(messages)
         self._state = AsyncState.WAITING_CALL
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
@@ -967,7 +998,7 @@ class AsyncVectorEnv(VectorEnv):
                                           f"`{self._state.value}` to complete.", str(self._state.value))
         self._drain()
         messages = [("setattr", name, list(values[a:b])) for a, b in self._blocks]
-        self._start_command(lambda: self._send_messages(messages))
+        self._start_messages(messages)
         self._finish(None, "set_attr")
 
     def env_is_wrapped(self, wrapper_class: type) -> tuple[bool, ...]:
@@ -983,7 +1014,7 @@ class AsyncVectorEnv(VectorEnv):
         # By name: unpickling a class a worker cannot find would be an env
         # error, and close the pool over a question.
         messages = [("is_wrapped", wrapper_class.__module__, wrapper_class.__qualname__)] * self.num_workers
-        self._start_command(lambda: self._send_messages(messages))
+        self._start_messages(messages)
         replies = self._finish(None, "env_is_wrapped")
         if any(block is None for block in replies):
             raise ValueError(f"the workers cannot find {wrapper_class.__module__}.{wrapper_class.__qualname__} "
@@ -1078,7 +1109,15 @@ class AsyncVectorEnv(VectorEnv):
             self.close(terminate=True)
 
     # ---- helpers ------------------------------------------------------------------------
+    def _refuse_a_forked_child(self) -> None:
+        if os.getpid() != self._pid:
+            raise RuntimeError(f"this {type(self).__name__} belongs to process {self._pid}; a forked "
+                               f"child (process {os.getpid()}) cannot use it: create one in each process")
+
     def _assert_is_running(self) -> None:
+        """First in every public method: before it writes actions into the
+        shared memory (which a forked child shares with the parent's pool)."""
+        self._refuse_a_forked_child()
         if self.closed:
             raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, after a call to `close()`.")
 
@@ -1128,15 +1167,22 @@ class AsyncVectorEnv(VectorEnv):
         return f"{type(self).__name__}({where}num_envs={self.num_envs}, num_workers={self.num_workers}{closed})"
 
 
-def _dynamic_builtin(space: Space) -> bool:
-    """Whether `space` is built from gymnasium's own spaces only (the ones
-    without a fixed layout, Text, Graph, Sequence and OneOf, included)."""
+def _own_space(space: Space, where: str = "") -> tuple[str, str] | None:
+    """(where, class name) of the first part of `space` that is none of
+    gymnasium's spaces (a space of the user's own: MiniGrid's MissionSpace,
+    say), e.g. ("['mission']", "MissionSpace"); None if there is none."""
     from gymnasium import spaces
     if isinstance(space, (spaces.Dict, spaces.Tuple)):
-        return all(_dynamic_builtin(s) for s in space.spaces.values()) if isinstance(space, spaces.Dict) \
-            else all(_dynamic_builtin(s) for s in space.spaces)
-    return isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary,
-                              spaces.Text, spaces.Graph, spaces.Sequence, spaces.OneOf))
+        items = space.spaces.items() if isinstance(space, spaces.Dict) else enumerate(space.spaces)
+        for key, sub in items:
+            found = _own_space(sub, f"{where}[{key!r}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary,
+                          spaces.Text, spaces.Graph, spaces.Sequence, spaces.OneOf)):
+        return None
+    return (f"'s entry {where}" if where else ""), type(space).__name__
 
 
 def _checked_seeds(seeds) -> list:

@@ -719,20 +719,23 @@ def test_forked_child_cannot_use_or_close_the_parents_pool(no_leaks):
 def test_forked_child_cannot_use_the_parents_python_pool(no_leaks):
     """shoal.pool.AsyncVectorEnv in a forked child: a command is refused
     (it would drive the parent's workers, whose results the parent then
-    reads as its own), close() leaves the workers to the parent, and the
-    parent's results stay those of gymnasium's SyncVectorEnv."""
+    reads as its own), before it writes anything to the memory it shares
+    with them (its actions would reach a step of the parent's), close()
+    leaves the workers to the parent, and the parent's results stay those
+    of gymnasium's SyncVectorEnv."""
     make = [lambda: gymnasium.make("CartPole-v1")] * 4
     pool, reference = AsyncVectorEnv(make, num_workers=2), gymnasium.vector.SyncVectorEnv(make)
     pool.reset(seed=0)
     reference.reset(seed=0)
     actions = np.zeros(4, np.int64)
+    np.testing.assert_array_equal(pool.step(actions)[0], reference.step(actions)[0])
     read, write = os.pipe()
     child = os.fork()
     if child == 0:
         code = b"1"
         try:
             try:
-                pool.step(actions)
+                pool.step(np.ones(4, np.int64))
             except RuntimeError as error:
                 code = b"0" if "forked child" in str(error) else b"2"
             pool.close()
@@ -743,6 +746,7 @@ def test_forked_child_cannot_use_the_parents_python_pool(no_leaks):
     os.waitpid(child, 0)
     assert os.read(read, 8) == b"0"
     os.close(read)
+    np.testing.assert_array_equal(pool._memory.actions, actions)   # the parent's last, not the child's
     for _ in range(20):
         np.testing.assert_array_equal(pool.step(actions)[0], reference.step(actions)[0])
     pool.close()

@@ -333,9 +333,20 @@ class OwnSpaceEnv(gymnasium.Env):
         self.observation_space, self.action_space = OwnSpace(), spaces.Discrete(2)
 
 
+class OwnSpaceInADictEnv(gymnasium.Env):
+    """MiniGrid's layout: an image beside a space of its own."""
+    def __init__(self):
+        self.observation_space = spaces.Dict({"image": spaces.Box(0, 255, (3, 3), np.uint8),
+                                              "mission": OwnSpace()})
+        self.action_space = spaces.Discrete(2)
+
+
 def test_a_space_of_the_users_own_needs_shared_memory_off(no_leaks):
-    with pytest.raises(ValueError, match="shared_memory=False"):
+    """gymnasium's error (its suite expects one), naming the entry."""
+    with pytest.raises(ValueError, match=r"shared_memory=False.*observation space is a OwnSpace"):
         AsyncVectorEnv([OwnSpaceEnv] * 2)
+    with pytest.raises(ValueError, match=r"observation space's entry \['mission'\] is a OwnSpace.*Text, Graph"):
+        AsyncVectorEnv([OwnSpaceInADictEnv] * 2)
 
 
 class StepRaisesEnv(gymnasium.Env):
@@ -761,6 +772,75 @@ def test_call_get_attr_set_attr(no_leaks):
         for t in range(10):
             actions = sync.action_space.sample()
             assert_step_same(pool.step(actions), sync.step(actions), f"step {t}")
+    finally:
+        pool.close()
+        sync.close()
+
+
+@pytest.mark.parametrize("command", ["call", "set_attr", "reset"])
+def test_an_argument_that_cannot_be_pickled_leaves_the_pool_open(no_leaks, command):
+    """A lock (or a lambda) in call's arguments or reset's options is the
+    caller's TypeError; the pool goes on, as gymnasium's AsyncVectorEnv does."""
+    import threading
+    fns = rich_fns(3)
+    sync, pool = SyncVectorEnv(fns), AsyncVectorEnv(fns, num_workers=2)
+    try:
+        assert_same(pool.reset(seed=0), sync.reset(seed=0), "reset")
+        with pytest.raises(TypeError, match="pickle"):
+            if command == "call":
+                pool.call("scaled", threading.Lock())
+            elif command == "set_attr":
+                pool.set_attr("delay", threading.Lock())
+            else:
+                pool.reset(seed=1, options={"callback": threading.Lock()})
+        assert not pool.closed
+        sync.action_space.seed(0)
+        for t in range(5):
+            actions = sync.action_space.sample()
+            assert_step_same(pool.step(actions), sync.step(actions), f"step {t}")
+    finally:
+        pool.close()
+        sync.close()
+
+
+class ReusedInfoEnv(gymnasium.Env):
+    """Ends every 2nd step; its info holds the env's own state array (as a
+    MuJoCo env's view of data.qpos would) and a dict it reuses, both
+    rewritten by reset."""
+    observation_space, action_space = spaces.Box(-10, 10, (2,), np.float64), spaces.Discrete(2)
+
+    def __init__(self):
+        self.state, self.shared, self.t = np.zeros(2), {}, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.state[:] = -1.0
+        self.shared.clear()
+        self.shared["phase"] = "reset"
+        return self.state.copy(), {"state": self.state}
+
+    def step(self, action):
+        self.t += 1
+        self.state[:] = self.t
+        self.shared["phase"] = f"step {self.t}"
+        return self.state.copy(), 1.0, self.t == 2, False, {"state": self.state, "shared": self.shared}
+
+
+def test_same_step_final_info_is_the_ended_steps_as_in_sync(no_leaks):
+    """SAME_STEP: final_info holds what the ended step returned, though the
+    reset after it rewrites the array and the dict that info holds."""
+    fns = [ReusedInfoEnv] * 3
+    mode = AutoresetMode.SAME_STEP
+    sync, pool = SyncVectorEnv(fns, autoreset_mode=mode), AsyncVectorEnv(fns, num_workers=2, autoreset_mode=mode)
+    try:
+        assert_same(pool.reset(seed=0), sync.reset(seed=0), "reset")
+        for t in range(4):
+            result, expected = pool.step(np.zeros(3, np.int64)), sync.step(np.zeros(3, np.int64))
+            assert_step_same(result, expected, f"step {t}")
+        final = result[4]["final_info"]
+        assert final["state"].tolist() == [[2.0, 2.0]] * 3
+        assert final["shared"]["phase"].tolist() == ["step 2"] * 3
     finally:
         pool.close()
         sync.close()

@@ -429,6 +429,16 @@ def test_an_env_folder_without_its_init_is_named_in_the_unknown_env_error(tmp_pa
         shoal.envs.spec("Catch")
 
 
+@pytest.mark.parametrize("name", ["LunarLander-v3", "MiniGrid-Empty-5x5-v0"])
+def test_a_gymnasium_id_that_is_not_shoals_points_to_the_python_env_pool(name):
+    with pytest.raises(ValueError, match=rf"unknown env '{name}'; it names no env of shoal's, but a gymnasium "
+                                         rf"id: .*shoal.pool.AsyncVectorEnv\(\[lambda: gymnasium.make\('{name}'\)"):
+        shoal.make(name, 2)
+    with pytest.raises(ValueError) as shoals_own:   # shoal's, spelt as a gymnasium id: the name it meant
+        shoal.make("CartPole-v1", 2)
+    assert "did you mean 'CartPole'?" in str(shoals_own.value) and "AsyncVectorEnv" not in str(shoals_own.value)
+
+
 @pytest.mark.parametrize("bounds, said", [
     ({"action_low": [-1.0]}, r"action_low is given without action_high"),
     ({"action_high": [1.0]}, r"action_high is given without action_low"),
