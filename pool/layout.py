@@ -55,24 +55,30 @@ class SharedRegion:
         self.size = size
         owned = fd is None
         if owned:
-            fd = os.memfd_create(MEMFD_NAME, os.MFD_CLOEXEC)
+            from shoal.pool.workers import deferred_signals   # (which imports this module)
+            # A Ctrl-C raised as memfd_create returns would lose the descriptor:
+            # it is handled once the finalizer owns it.
+            with deferred_signals():
+                fd = os.memfd_create(MEMFD_NAME, os.MFD_CLOEXEC)
+                self._close_fd = weakref.finalize(self, os.close, fd)
+        else:
+            self._close_fd = weakref.finalize(self, os.close, fd)
+        # From here, a pool interrupted while it is being made (a Ctrl-C
+        # before its own cleanup is armed) drops its region unclosed: the
+        # descriptor closes with the object then, so no memfd stays open.
+        self.fd = fd
         try:
             if owned:
                 os.ftruncate(fd, size)
             self.memory = SharedMapping(fd, size)
         except BaseException as e:
-            os.close(fd)   # a failed pool keeps no descriptor
+            self.close()   # a failed pool keeps no descriptor
             if isinstance(e, OSError) and e.errno in (errno.ENOMEM, errno.EFBIG, errno.ENOSPC):
                 # a process limit (ulimit -v, -f) the MemAvailable check cannot see
                 raise MemoryError(f"cannot map {size:,} bytes of shared memory for the pool: "
                                   f"{e.strerror} (a process limit such as ulimit -v or ulimit -f?); "
                                   f"use fewer envs") from e
             raise
-        self.fd = fd
-        # A pool interrupted while it is being made (a Ctrl-C before its
-        # own cleanup is armed) drops its region unclosed: the descriptor
-        # closes with the object then, so no memfd stays open for good.
-        self._close_fd = weakref.finalize(self, os.close, fd)
 
     def __reduce__(self):
         # Only reached when a worker is spawned (fork copies the object

@@ -1220,10 +1220,10 @@ class Multiprocessing(NativePool):
                 raise error
 
     def _check_waiting_on(self, busy: int, stop: int) -> None:
-        self._workers.check_alive(busy, stop)   # workers before `busy` are done
-        if self._closing:
+        if self._closing or self._workers.shutting_down:   # before a worker told to close looks dead
             raise PoolClosedError(f"this {type(self).__name__} pool was closed during this call "
-                                  f"(by another thread or a signal handler)")
+                                  f"(by another thread, a signal handler or the interpreter's exit)")
+        self._workers.check_alive(busy, stop)   # workers before `busy` are done
 
     def _close(self) -> None:
         if not self.closed:

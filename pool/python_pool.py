@@ -716,10 +716,10 @@ class AsyncVectorEnv(VectorEnv):
                 self._taken = done
                 if busy < 0:
                     continue
-                self._workers.check_alive(busy, count)
-                if self._stop_waits:
+                if self._stop_waits or self._workers.shutting_down:   # before a worker told to close looks dead
                     raise ClosedEnvironmentError(f"{type(self).__name__} was closed during this call "
-                                                 f"(by another thread or a signal handler)")
+                                                 f"(by another thread, a signal handler or the interpreter's exit)")
+                self._workers.check_alive(busy, count)
                 if deadline is not None and time.monotonic() >= deadline:
                     return False
             return True

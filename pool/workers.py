@@ -222,6 +222,10 @@ class Workers:
         self.ranges: list[tuple[int, int]] = []
         self.owner_pid = os.getpid()
         self.start_method = "fork"   # the last start()'s context's (its failure hints at spawn's rule)
+        # Set once a shutdown begins (close(), or the pool's finalizer at the
+        # interpreter's exit while another thread waits on a step): a call
+        # still waiting then reports the pool closed, not its workers dead.
+        self.shutting_down = False
         # One shutdown at a time: the pool's finalizer at interpreter exit
         # and a thread's close() after its call failed once raced on the
         # same Process objects (join on a closed one raised).
@@ -319,6 +323,7 @@ class Workers:
         # A process leaves the list once closed, so a shutdown cut short (an
         # exception from a signal handler deferred_signals does not cover)
         # is finished by the next one, which skips what is done.
+        self.shutting_down = True
         started = [p for p in self.processes if _not_closed(p)]
         if any(not exited(p) for p in started) and self.buffers.region.memory is not None:
             _native.send(self.buffers.control_address, 0, len(self.processes), _native.CMD_CLOSE)

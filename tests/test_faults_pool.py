@@ -141,20 +141,26 @@ def test_ctrl_c_as_a_worker_starts_leaves_no_worker(kind, context, monkeypatch, 
 
 
 @pytest.mark.parametrize("kind, where", [("native", "_carve"), ("native", "plan_blocks"),
-                                         ("native", "finalize"), ("python", "finalize")])
+                                         ("native", "finalize"), ("python", "finalize"),
+                                         ("native", "memfd_create"), ("python", "memfd_create")])
 def test_ctrl_c_while_a_pool_is_made_leaves_no_descriptor(kind, where, no_leaks):
     """A real SIGINT sent as construction calls `where`: before the pool's
     own cleanup is armed (its memory carved, its blocks planned), or as it
-    arms the workers' finalizer. The user gets KeyboardInterrupt (not an
-    AttributeError from the half-made pool's close) and the pool's memfd
-    closes with the object (no_leaks checks after a gc)."""
+    arms the workers' finalizer; or as os.memfd_create returns the pool's
+    descriptor. The user gets KeyboardInterrupt (not an AttributeError from
+    the half-made pool's close) and the pool's memfd closes with the object
+    (no_leaks checks after a gc)."""
 
     def ctrl_c_at(frame, event, arg):
         name = frame.f_code.co_name
-        hit = (name == "__init__" and frame.f_code.co_filename.endswith("weakref.py")
-               and frame.f_back is not None and frame.f_back.f_code.co_name == "_start_workers") \
-            if where == "finalize" else name == where
-        if event == "call" and hit:
+        if where == "memfd_create":   # a C function: as it returns
+            hit = event == "c_return" and getattr(arg, "__name__", "") == where
+        elif where == "finalize":
+            hit = (event == "call" and name == "__init__" and frame.f_code.co_filename.endswith("weakref.py")
+                   and frame.f_back is not None and frame.f_back.f_code.co_name == "_start_workers")
+        else:
+            hit = event == "call" and name == where
+        if hit:
             sys.setprofile(None)
             os.kill(os.getpid(), signal.SIGINT)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)   # ignored under nohup
@@ -414,6 +420,41 @@ def test_two_shutdowns_at_once_do_not_race(monkeypatch, no_leaks):
         t.join()
     assert errors == []
     assert pool._workers.processes == []
+    pool.close()
+
+
+@pytest.mark.parametrize("kind", ["native", "python"])
+def test_a_step_waiting_through_the_exit_shutdown_reports_the_pool_closed(kind, no_leaks):
+    """The pool's finalizer at the interpreter's exit shuts the workers down
+    while a daemon thread still waits on a step (here a stopped worker holds
+    it): that step reports the pool closed, not a worker dead (exit code 0,
+    as asked)."""
+    if kind == "native":
+        pool = shoal.make("CartPole", 4, num_workers=2, parent_share=False, seed=0)
+        step, closed_error = (lambda: pool.step(np.zeros(4, np.int32))), PoolClosedError
+    else:
+        pool = AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2, num_workers=2)
+        pool.reset(seed=0)
+        step, closed_error = (lambda: pool.step(np.zeros(2, np.int64))), ClosedEnvironmentError
+    stopped = pool._workers.processes[0].pid
+    os.kill(stopped, signal.SIGSTOP)
+    raised = []
+
+    def waiting_step():
+        try:
+            step()
+        except BaseException as e:   # noqa: BLE001 (what the step raised)
+            raised.append(e)
+
+    thread = threading.Thread(target=waiting_step, daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    assert thread.is_alive()   # waiting on the stopped worker
+    pool._workers.shutdown()   # what the finalizer runs at exit (it kills the stopped worker)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], closed_error), raised
+    assert not isinstance(raised[0], WorkerError)
     pool.close()
 
 
