@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import weakref
 
 from shoal.pool import _native
@@ -308,8 +309,8 @@ class Workers:
             raise self.failure(k, what) from None
 
     def shutdown(self, join_timeout: float = 1.0) -> None:
-        """Ask every worker to close, wait up to join_timeout each, kill the
-        rest, free the memory. Safe to call again. Does nothing in a forked
+        """Ask every worker to close, wait up to join_timeout for them all,
+        kill the rest, free the memory. Safe to call again. Does nothing in a forked
         child (there, the workers and the memory are the parent's). Ctrl-C
         meanwhile is raised when it is done (deferred_signals): an
         interrupted shutdown would leave workers and memory that no later
@@ -327,8 +328,9 @@ class Workers:
         started = [p for p in self.processes if _not_closed(p)]
         if any(not exited(p) for p in started) and self.buffers.region.memory is not None:
             _native.send(self.buffers.control_address, 0, len(self.processes), _native.CMD_CLOSE)
+        deadline = time.monotonic() + join_timeout   # for them all (close(timeout=)'s), not each
         for p in started:
-            p.join(timeout=join_timeout)
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
         for p in started:
             killed = not exited(p)
             if killed:

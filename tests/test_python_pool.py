@@ -958,6 +958,23 @@ def test_close_with_a_timeout_after_a_timed_out_step_waits_that_long_only(no_lea
     assert pool.closed and time.monotonic() - start < 10   # not the step's 30 s
 
 
+class HangingCloseEnv(gymnasium.Env):
+    observation_space, action_space = spaces.Box(-1, 1, (1,), np.float32), spaces.Discrete(2)
+
+    def close(self):
+        if mp.parent_process() is not None:   # in a worker (the pool's own check of the spaces closes one here)
+            time.sleep(30)
+
+
+def test_close_timeout_bounds_the_whole_close_not_each_worker(no_leaks):
+    """close(timeout=t) with every env's close() hanging: the workers are
+    waited for t in all (then killed), not t each, one after another."""
+    pool = AsyncVectorEnv([HangingCloseEnv] * 6, num_workers=6)
+    start = time.monotonic()
+    pool.close(timeout=0.5)
+    assert pool.closed and time.monotonic() - start < 2.0   # 6 x 0.5 s, one after another, was 3 s
+
+
 def test_processes_are_the_workers(no_leaks):
     """gymnasium's AsyncVectorEnv.processes (pids, liveness): here one per
     worker, none once closed."""
