@@ -140,6 +140,10 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         box = pool.single_action_space
         self._box_width = box.shape[0] if isinstance(box, gymnasium.spaces.Box) and len(box.shape) == 1 else 0
         self._sent_step = None   # a sync pool's subset send(): its step, for the next recv()
+        # Atari: each env's console RAM after its last step or reset (EnvPool's
+        # info["ram"]), a view of the pool's env states
+        self._ram = (pool.spec.load_binding().info(pool.env_states, keys=("ram",))["ram"]
+                     if pool.spec.binding == ATARI_BINDING else None)
 
     is_vector_env = True   # gym's old marker, which EnvPool's envs carry
 
@@ -200,15 +204,18 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
 
     def _result(self, result: tuple, reset: bool = False) -> tuple:
         """A call's result with EnvPool's info: env_id as int32, players'
-        env_id, and (Atari) a reset's reward and terminated as zeros."""
+        env_id, and (Atari) the RAM and a reset's reward and terminated as
+        zeros."""
         *arrays, info = result
         info = dict(info)
         info["env_id"] = np.asarray(info["env_id"], dtype=np.int32)
         info["players"] = {"env_id": info["env_id"]}
-        if reset and self.pool.spec.binding == ATARI_BINDING:
-            rows = len(info["env_id"])
-            info.setdefault("reward", np.zeros(rows, np.float32))
-            info.setdefault("terminated", np.zeros(rows, np.int32))
+        if self._ram is not None:
+            info["ram"] = self._ram[info["env_id"]]   # (a copy: the rows' envs step on)
+            if reset:
+                rows = len(info["env_id"])
+                info.setdefault("reward", np.zeros(rows, np.float32))
+                info.setdefault("terminated", np.zeros(rows, np.int32))
         if self.copy:
             arrays, info = [copy_arrays(part) for part in arrays], copy_arrays(info)
         return (*arrays, info)

@@ -44,8 +44,9 @@ def reference(game: str, **kwargs):
 def compare_with_gymnasium(game: str, steps: int, seed: int, **kwargs) -> int:
     """Step a Serial pool of one env (NEXT_STEP autoreset) and gymnasium's
     stack (reset by hand after an episode) with the same seed and random
-    actions; every obs, reward, flag and info value must be equal. Returns
-    the number of episodes that ended."""
+    actions; every obs, reward, flag and info value must be equal, and so
+    must the console's RAM (EnvPool's info["ram"]). Returns the number of
+    episodes that ended."""
     ref = reference(game, **kwargs)
     pool = Serial(game, 1, seed=seed, env_kwargs=kwargs)
     binding = pool.spec.load_binding()
@@ -56,6 +57,8 @@ def compare_with_gymnasium(game: str, steps: int, seed: int, **kwargs) -> int:
         ref_obs, ref_info = ref.reset(seed=seed)
         assert obs.shape[1:] == ref_obs.shape == pool.spec.obs_shape
         np.testing.assert_array_equal(obs[0], ref_obs, err_msg=f"{game}: first reset")
+        ram_of = binding.info(pool.env_states, keys=("ram",))["ram"]
+        np.testing.assert_array_equal(ram_of[0], ref.unwrapped.ale.getRAM(), err_msg=f"{game}: reset RAM")
         # the reset info: gymnasium's keys (less ale-py's "seeds") and values,
         # and the pool's own env_id and elapsed_step
         assert info.pop("env_id").tolist() == [0] and info.pop("elapsed_step").tolist() == [0]
@@ -78,6 +81,7 @@ def compare_with_gymnasium(game: str, steps: int, seed: int, **kwargs) -> int:
             info = binding.info(pool.env_states)
             assert {key: int(values[0]) for key, values in info.items()} == \
                 {key: ref_info[key] for key in info}, where
+            np.testing.assert_array_equal(ram_of[0], ref.unwrapped.ale.getRAM(), err_msg=f"{where}: RAM")
     finally:
         pool.close()
         ref.close()

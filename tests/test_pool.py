@@ -681,6 +681,28 @@ def test_envpool_compat_takes_envpools_call_forms(no_leaks):
         compat.make("Pong-v4", env_type="gymnasium", num_envs=1)
 
 
+
+def test_envpool_compat_atari_info_has_the_rams_of_the_rows_envs(no_leaks):
+    """EnvPool's info["ram"]: each returned row's console RAM after its step
+    or reset (that it equals the emulator's, step for step, is checked
+    against gymnasium's env in tests/test_atari.py), a copy of its own, in
+    async batches too."""
+    pytest.importorskip("ale_py", reason="Atari envs need ale-py")
+    import shoal.envpool_compat as compat
+    with compat.make("Breakout-v5", env_type="gymnasium", num_envs=4, batch_size=2, seed=0) as envs:
+        ram_of = envs.pool.spec.load_binding().info(envs.pool.env_states, keys=("ram",))["ram"]
+        envs.async_reset()
+        seen = []
+        for t in range(40):
+            obs, rew, term, trunc, info = envs.recv()
+            assert info["ram"].shape == (2, 128) and info["ram"].dtype == np.uint8
+            np.testing.assert_array_equal(info["ram"], ram_of[info["env_id"]])
+            seen.append(info["ram"].copy())
+            info["ram"][:] = 0   # the caller's copy
+            assert ram_of[info["env_id"]].any()
+            envs.send(np.full(2, 1, np.int32), env_id=info["env_id"])   # FIRE: the game moves
+        assert len({ram.tobytes() for ram in seen}) > 10   # it follows the game
+
 def test_envpool_compat_renders_as_envpool_does(no_leaks, monkeypatch):
     """EnvPool's render: make(..., render_mode="rgb_array"), then
     render(env_ids=None) stacks env 0's frame, render(env_ids=[...]) those

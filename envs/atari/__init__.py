@@ -67,7 +67,8 @@ Info (gymnasium's keys): lives, episode_frame_number, frame_number: in
     "terminated" (1 when the game ends: game over, so with episodic_life
     only after the last life; with terminal_on_life_loss also on a lost
     life, as the next reset restarts the game), so that whole games' real scores can be summed in training
-    (CleanRL's EnvPool scripts do so).
+    (CleanRL's EnvPool scripts do so). The console's RAM after each step
+    or reset is kept too, for shoal.envpool_compat's info["ram"] (EnvPool's).
 
 Options (keyword arguments; gymnasium's v5 defaults, EnvPool's names where
 gymnasium has none): frameskip=4, repeat_action_probability=0.25,

@@ -59,6 +59,7 @@ cdef extern from *:
         int32_t terminated;     /* the game is over (not a life lost) */
         int32_t elapsed_step;   /* steps since the game (not the life) began */
         int32_t pad_;
+        uint8_t ram[128];       /* the console's RAM after the step: EnvPool's info["ram"] */
     } atari_info;
     typedef struct {
         atari_info now;
@@ -121,6 +122,7 @@ cdef extern from *:
         float reward
         int32_t terminated
         int32_t elapsed_step
+        uint8_t ram[128]
     ctypedef struct atari_state:
         atari_info now
         atari_info final
@@ -166,7 +168,7 @@ cdef extern from "shoal_block.h":
 # Mirrors `atari_state`: one env's slot of env_states.
 INFO_DTYPE = np.dtype([("lives", np.int32), ("episode_frame_number", np.int32),
                        ("frame_number", np.int64), ("reward", np.float32), ("terminated", np.int32),
-                       ("elapsed_step", np.int32), ("pad_", np.int32)])
+                       ("elapsed_step", np.int32), ("pad_", np.int32), ("ram", np.uint8, (128,))])
 STATE_DTYPE = np.dtype([("now", INFO_DTYPE), ("final", INFO_DTYPE)])
 assert STATE_DTYPE.itemsize == sizeof(atari_state)
 
@@ -367,6 +369,8 @@ cdef class AtariGame:
     # the emulator's methods, looked up once
     cdef object act, game_over, game_truncated, lives_of, grab, reset_game
     cdef object episode_frame_number, frame_number
+    cdef object get_ram, ram                # ale.getRAM, and the array it fills
+    cdef uint8_t* ram_address
     cdef object action_set, noop, fire, rom_path
     cdef object np_random
     cdef object mode, difficulty            # None: the ROM's default
@@ -399,6 +403,9 @@ cdef class AtariGame:
         self.act, self.game_over, self.game_truncated = ale.act, ale.game_over, ale.game_truncated
         self.lives_of, self.reset_game = ale.lives, ale.reset_game
         self.episode_frame_number, self.frame_number = ale.getEpisodeFrameNumber, ale.getFrameNumber
+        self.get_ram, self.ram = ale.getRAM, np.zeros(128, np.uint8)
+        cdef uint8_t[::1] ram_bytes = self.ram
+        self.ram_address = &ram_bytes[0]
         self.grab = ale.getScreenGrayscale if kwargs["gray_scale"] else ale.getScreenRGB
         self.rom_path = binding.rom_path
         self.action_set = list(binding.action_set)
@@ -584,6 +591,8 @@ cdef class AtariGame:
         state.now.reward = <float>raw_reward
         state.now.terminated = game_over
         state.now.elapsed_step = self.elapsed_steps
+        self.get_ram(self.ram)   # filled in place (ale-py's getRAM(buffer)): no array made per step
+        memcpy(state.now.ram, self.ram_address, 128)
         return 0
 
     def screen_rgb(self):
