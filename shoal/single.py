@@ -160,8 +160,9 @@ class SingleEnv(gymnasium.Env):
         return clone
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        self._check_open("reset()")
         check_reset_options(options, self._pool.spec)
+        if self._pool.closed:
+            self._reopen()
         super().reset(seed=seed)
         if seed is None:
             # The first reset without a seed is the pool's construction seed's
@@ -257,8 +258,16 @@ class SingleEnv(gymnasium.Env):
 
     def _check_open(self, call: str) -> None:
         if self._pool.closed:
-            raise PoolClosedError(f"{call} on a closed {self._pool.spec.name} env: it was closed "
-                                  f"(env.close()); make a new one")
+            raise PoolClosedError(f"{call} on a closed {self._pool.spec.name} env: its state went with "
+                                  f"env.close(); reset() it first (a closed env resets as new)")
+
+    def _reopen(self) -> None:
+        """A closed env resets as gymnasium's do (SB3's check_env resets one
+        after its render check closed it): on a new one-env pool, as a new
+        env, since the state (the C struct, emulator or mjData) went with
+        the old pool. It draws a seed of its own, unless reset is given one."""
+        self._pool = Serial(self._pool.spec, 1, autoreset_mode=AutoresetMode.DISABLED)
+        self._was_reset = False
 
     def close(self):
         self._pool.close()

@@ -92,10 +92,14 @@ def test_render_on_a_closed_env_says_it_is_closed(env_name):
         pytest.importorskip("ale_py", reason="Atari envs need the atari extra")
     env = SingleEnv(env_name, render_mode="rgb_array")
     env.reset(seed=0)
+    first = env.render()
     env.close()
     with pytest.raises(PoolClosedError, match=rf"render\(\) on a closed {shoal.envs.spec(env_name).name} "
-                                              rf"env: it was closed"):
+                                              rf"env: its state went with env.close\(\); reset\(\) it first"):
         env.render()
+    env.reset(seed=0)   # as gymnasium's envs: closed, then reset, it draws again
+    np.testing.assert_array_equal(env.render(), first)
+    env.close()
     pool = Serial(env_name, 1, seed=0)
     pool.close()
     with pytest.raises(PoolClosedError, match="pool is closed"):

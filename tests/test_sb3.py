@@ -3,6 +3,8 @@
 It must behave as SB3's DummyVecEnv over single shoal envs, step for step
 (obs, rewards, dones, terminal_observation, TimeLimit.truncated, seeding),
 and SB3's PPO must train on it."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -70,6 +72,20 @@ def test_equals_dummy_vec_env_step_by_step(name, num_envs):
     assert infos > 0 if shoal.env_spec(name).kind == "worker" else infos == 0
     ours.close()
     ref.close()
+
+
+@pytest.mark.parametrize("name, render_mode", [("CartPole", None), ("CartPole", "rgb_array"), ("Hopper", "rgb_array")])
+def test_sb3_check_env_with_its_render_check(name, render_mode):
+    """SB3's check_env(skip_render_check=False) closes the env after its
+    render check, then resets it again (as gymnasium's envs allow)."""
+    if name == "Hopper":
+        pytest.importorskip("mujoco", reason="MuJoCo envs need the mujoco extra")
+    from stable_baselines3.common.env_checker import check_env
+    env = gymnasium.make(f"shoal/{name}-v{shoal.env_spec(name).version}", render_mode=render_mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # its advice on spaces (Hopper's unbounded Box) is not the test
+        check_env(env, skip_render_check=False)
+    env.close()
 
 
 def test_returned_arrays_are_the_callers():

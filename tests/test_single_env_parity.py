@@ -343,13 +343,23 @@ def test_seeds_beyond_64_bits_are_taken_as_gymnasiums_envs_take_them():
         env.reset(seed=-1)
 
 
-def test_a_closed_env_says_so_in_its_own_words():
-    env = gymnasium.make("shoal/CartPole-v0")
+def test_a_closed_env_resets_as_new_as_gymnasiums_do():
+    """gymnasium's envs go on after close() (it frees the renderer), and
+    SB3's check_env resets one after closing it: a closed shoal env's
+    reset makes it anew (its state went with the close), and until then
+    step() says so in the env's own words."""
+    env, reference = gymnasium.make("shoal/CartPole-v0"), gymnasium.make("shoal/CartPole-v0")
     env.reset(seed=0)
     env.close()
-    for call in (lambda: env.reset(), lambda: env.step(0)):
-        with pytest.raises(gymnasium.error.ClosedEnvironmentError, match="on a closed CartPole env"):
-            call()
+    with pytest.raises(gymnasium.error.ClosedEnvironmentError, match="step\\(\\) on a closed CartPole env: "
+                                                                     "its state went with env.close"):
+        env.step(0)
+    np.testing.assert_array_equal(env.reset(seed=5)[0], reference.reset(seed=5)[0])
+    for t in range(30):
+        np.testing.assert_array_equal(env.step(t % 2)[0], reference.step(t % 2)[0])
+    env.close()
+    env.close()   # twice is fine
+    reference.close()
 
 
 def test_discrete_actions_as_0d_arrays_and_tensors():
