@@ -971,8 +971,11 @@ class NativePool:
             # stops at its next wait slice and closes the pool as it returns
             self._closing = self._close_pending = True
             return
-        if not self._calls.mine() and not self._calls.enter():
-            self._closing = True   # another thread's call: it stops at its next wait slice
+        if not self._calls.mine():
+            # Before the lock: another thread's call in progress stops at its
+            # next wait slice, and one it starts now (between two steps) is
+            # refused as closed, not as "used by another thread".
+            self._closing = True
             while not self._calls.enter():
                 time.sleep(0.001)
         # (mine() with no call on the stack: a lock left by an interrupted call, ours now)
