@@ -11,7 +11,9 @@
  * already done), then calls sched_yield (gives the core to whoever has
  * work) for up to SHOAL_YIELD_NS, then sleeps on a futex, so an idle pool
  * burns no core. The waker only makes the futex syscall when the waiter has
- * said it sleeps.
+ * said it sleeps. A waiter sleeps at once when a yield shows the core is
+ * contended (SHOAL_CONTENDED_NS): other jobs' timeslices would make each
+ * hand-off wait milliseconds.
  */
 #ifndef SHOAL_SYNC_H
 #define SHOAL_SYNC_H
@@ -34,6 +36,24 @@
 #endif
 #ifndef SHOAL_YIELD_NS
 #define SHOAL_YIELD_NS 2000000LL /* 2 ms of yielding, then sleep */
+#endif
+/* Contended cores. When other processes keep the cores busy (other jobs, a
+ * learner's threads), a waiter that yields stays runnable: the scheduler
+ * lets it spin out its share, preempts it, and runs the busy process for a
+ * whole timeslice (milliseconds), while the hand-off it waits for has long
+ * arrived. A task woken from a futex sleep instead runs at once. So a
+ * waiter that finds its core was taken from it for SHOAL_CONTENDED_NS or
+ * more between two of its clock reads (on a free core they are a
+ * microsecond apart, and the pool's own processes hand a core back within
+ * a short step) marks the process contended, and for SHOAL_CONTENDED_HOLD_NS
+ * after that its waits sleep instead of yielding (each hand-off then costs
+ * a futex wake: a few microseconds, not a timeslice). Then yielding is
+ * tried again. */
+#ifndef SHOAL_CONTENDED_NS
+#define SHOAL_CONTENDED_NS 500000LL
+#endif
+#ifndef SHOAL_CONTENDED_HOLD_NS
+#define SHOAL_CONTENDED_HOLD_NS 100000000LL
 #endif
 
 typedef struct {
@@ -63,6 +83,18 @@ static inline int64_t shoal_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* When this process last found a core taken from it while waiting. */
+static int64_t shoal_contended_at = INT64_MIN / 2;
+
+static inline int shoal_contended(int64_t now) {
+    return now - __atomic_load_n(&shoal_contended_at, __ATOMIC_RELAXED) < SHOAL_CONTENDED_HOLD_NS;
+}
+
+/* `before` and `now`: two clock reads of a wait, with a yield between them. */
+static inline void shoal_note_gap(int64_t before, int64_t now) {
+    if (now - before >= SHOAL_CONTENDED_NS) __atomic_store_n(&shoal_contended_at, now, __ATOMIC_RELAXED);
 }
 
 static inline void shoal_cpu_relax(void) {
@@ -100,14 +132,15 @@ static inline int shoal_wait(uint32_t* word, uint32_t value, int until_equal,
         shoal_cpu_relax();
     }
     const int64_t start = shoal_now_ns();
-    int64_t waited = 0;
-    while (waited < yield_ns) {
-        for (int k = 0; k < 8; k++) {
-            sched_yield();
-            if (SHOAL_READY(shoal_load(word))) return 1;
-        }
-        waited = shoal_now_ns() - start;
+    int64_t waited = 0, before = start;
+    while (waited < yield_ns && !shoal_contended(before)) {   /* (contended: sleep at once) */
+        sched_yield();
+        const int64_t now = shoal_now_ns();
+        shoal_note_gap(before, now);
+        if (SHOAL_READY(shoal_load(word))) return 1;
+        waited = now - start;
         if (timeout_ns >= 0 && waited >= timeout_ns) return 0;
+        before = now;
     }
     for (;;) {
         __atomic_store_n(sleeping, 1, __ATOMIC_SEQ_CST);
@@ -178,11 +211,12 @@ static inline int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_
  * async pool's steps by 2.5x), with the clock read after every yield; no
  * sleep. Returns -1, or the first worker still busy; *began_ns: when the
  * clock was first read (set whenever a worker was still busy after the
- * spin; workers done by then cost no clock read). (Its caller holds the
- * GIL: a yield on an oversubscribed core can still keep it a timeslice.) */
+ * spin; workers done by then cost no clock read). A contended process
+ * (above) does not yield here: it returns after the spin, and the rest of
+ * its wait (shoal_wait) sleeps. */
 static inline int shoal_wait_done_briefly(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns,
                                           int64_t* began_ns) {
-    int64_t deadline = -1;
+    int64_t deadline = -1, before = 0;
     for (int w = first; w < first + count; w++) {
         for (int k = 0; shoal_load(&ctrl[w].done) != ctrl[w].request; k++) {
             if (k < SHOAL_SPIN_ITERS) {
@@ -191,10 +225,12 @@ static inline int shoal_wait_done_briefly(shoal_ctrl* ctrl, int first, int count
             }
             const int64_t now = shoal_now_ns();
             if (deadline < 0) {
-                *began_ns = now;
+                *began_ns = before = now;
                 deadline = now + timeout_ns;
             }
-            if (now >= deadline) return w;
+            shoal_note_gap(before, now);
+            if (now >= deadline || shoal_contended(now)) return w;
+            before = now;
             sched_yield();
         }
     }
@@ -255,16 +291,20 @@ static inline void shoal_rank_arrive(shoal_rank_word* words, int rank, uint32_t 
 static inline int shoal_ranks_wait(shoal_rank_word* words, int world, uint32_t gen, int64_t timeout_ns,
                                    int64_t yield_ns) {
     const int64_t start = shoal_now_ns();
+    int64_t yielded_at = -1;
     for (int r = 0; r < world; r++) {
         shoal_rank_word* w = &words[r];
         int i = 0;
         while (!shoal_reached(w, gen)) {
-            const int64_t waited = shoal_now_ns() - start;
+            const int64_t now = shoal_now_ns(), waited = now - start;
             if (waited >= timeout_ns) return r;
+            if (yielded_at >= 0) shoal_note_gap(yielded_at, now);
+            yielded_at = -1;
             if (i < SHOAL_SPIN_ITERS) {
                 shoal_cpu_relax();
                 i++;
-            } else if (waited < yield_ns) {
+            } else if (waited < yield_ns && !shoal_contended(now)) {
+                yielded_at = now;
                 sched_yield();
             } else {
                 __atomic_fetch_add(&w->sleepers, 1, __ATOMIC_SEQ_CST);

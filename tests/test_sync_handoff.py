@@ -12,8 +12,10 @@ SHOAL_YIELD_NS=0 so that both sides go to futex sleep on nearly every wait.
 The last tests drive the same words through shoal.pool._native, as the
 Python workers do.
 """
+import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -472,3 +474,40 @@ def test_native_wait_done_times_out_on_a_busy_worker_then_sees_it_finish():
     threading.Timer(0.05, _native.report_done, (address + CTRL_BYTES, int(words[CTRL_BYTES // 4 + REQUEST]), 7)).start()
     assert _native.wait_done(address, 0, 2, 5.0, 0.0) == -1
     assert _native.worker_status(address, 1) == 7
+
+
+def voluntary_switches(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches in /proc/<pid>/status")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 usable cores (a busy one and the parent's)")
+def test_a_worker_whose_core_another_process_keeps_busy_sleeps_between_steps(no_leaks):
+    """On a core another process keeps busy (another job, a learner's
+    threads), a waiting worker that only yielded stayed runnable: the
+    scheduler ran the busy process a whole timeslice each step, while the
+    parent's command waited (CartPole 8 envs: 2.5 k steps/s beside two busy
+    processes, docs/results.md). The worker must see the contention and
+    sleep on its futex between steps instead (a voluntary context switch
+    per step), where a wake-up runs it at once."""
+    import shoal
+    cores = sorted(os.sched_getaffinity(0))
+    pool = shoal.make("CartPole", 8, num_workers=1, parent_share=False, seed=0)
+    worker = pool._workers.processes[0].pid
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(worker, {cores[0]})
+        os.sched_setaffinity(busy.pid, {cores[0]})
+        actions = np.zeros(8, np.int32)
+        for _ in range(50):   # (the worker finds its core contended)
+            pool.step(actions)
+        before = voluntary_switches(worker)
+        for _ in range(200):
+            pool.step(actions)
+        assert voluntary_switches(worker) - before >= 100   # about one a step (yielding: none)
+    finally:
+        busy.kill()
+        busy.wait()
+        pool.close()
