@@ -12,6 +12,7 @@ EnvPool's thread pool runs beside shoal's pools where it is installed.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import subprocess
 import sys
@@ -54,11 +55,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=0.5)
     args = parser.parse_args()
-    try:
-        import envpool  # noqa: F401
-        cases = CASES
-    except ImportError:
-        cases = [case for case in CASES if not isinstance(case[2], str)]
+    with_envpool = importlib.util.find_spec("envpool") is not None
+    cases = [case for case in CASES if with_envpool or not isinstance(case[2], str)]
     print("| burners | env | num_envs | pool | env-steps/s (median) | spread |")
     print("|---:|---|---:|---|---:|---|")
     for burners in args.burners:
