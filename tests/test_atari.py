@@ -608,7 +608,7 @@ except ImportError as e:
 
 def test_the_screens_own_size_is_a_copy_without_opencv():
     """img_height / img_width of the screen itself (EnvPool's "no resize")
-    is a copy: shoal's own taps do it exactly, so OpenCV is not needed (it
+    is a copy of its rows, so OpenCV is not needed (it
     was asked for, as for a whole-number scale)."""
     from shoal.envs.atari.binding import AreaResize, resize_area
     rng = np.random.default_rng(0)

@@ -251,6 +251,8 @@ cdef class AreaResize:
     cv2 itself (`by_opencv`), and need OpenCV installed."""
 
     cdef area_plan plan
+    cdef bint copy_only                     # the screen's own size: rows copied, no taps
+    cdef int rows
     cdef readonly object by_opencv          # cv2, for whole-number scales and enlargements; else None
     # the arrays the plan points into
     cdef readonly object x_src, x_weight, y_dst, y_src, y_weight, pixels, row, sum
@@ -264,7 +266,8 @@ cdef class AreaResize:
         self.src_shape = (src_h, src_w) + colour
         self.dst_shape = (dst_h, dst_w) + colour
         self.by_opencv = None
-        same_size = (src_h, src_w) == (dst_h, dst_w)   # a copy, which the taps below do exactly
+        same_size = (src_h, src_w) == (dst_h, dst_w)   # a copy (which the taps below also give, slower)
+        self.copy_only, self.rows = same_size, dst_h
         if (src_h % dst_h == 0 and src_w % dst_w == 0 and not same_size) or dst_h > src_h or dst_w > src_w:
             try:
                 import cv2
@@ -315,6 +318,11 @@ cdef class AreaResize:
         self.plan.sum = &total[0]
 
     cdef void run(self, const uint8_t* src, Py_ssize_t src_stride, uint8_t* dst) noexcept nogil:
+        cdef Py_ssize_t y
+        if self.copy_only:
+            for y in range(self.rows):
+                memcpy(dst + y * self.plan.width, src + y * src_stride, self.plan.width)
+            return
         area_resize_c(&self.plan, src, src_stride, dst)
 
     def __call__(self, screen, out=None):
