@@ -212,8 +212,9 @@ static inline int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_
  * sleep. Returns -1, or the first worker still busy; *began_ns: when the
  * clock was first read (set whenever a worker was still busy after the
  * spin; workers done by then cost no clock read). A contended process
- * (above) does not yield here: it returns after the spin, and the rest of
- * its wait (shoal_wait) sleeps. */
+ * (above) sleeps on the futex here instead of yielding, the GIL still held
+ * (a yield would wait out another process's timeslice, and a busy Python
+ * thread given the GIL would keep it for its switch interval). */
 static inline int shoal_wait_done_briefly(shoal_ctrl* ctrl, int first, int count, int64_t timeout_ns,
                                           int64_t* began_ns) {
     int64_t deadline = -1, before = 0;
@@ -229,9 +230,12 @@ static inline int shoal_wait_done_briefly(shoal_ctrl* ctrl, int first, int count
                 deadline = now + timeout_ns;
             }
             shoal_note_gap(before, now);
-            if (now >= deadline || shoal_contended(now)) return w;
+            if (now >= deadline) return w;
             before = now;
-            sched_yield();
+            if (!shoal_contended(now))
+                sched_yield();
+            else if (!shoal_wait(&ctrl[w].done, ctrl[w].request, 1, &ctrl[w].parent_sleeping, deadline - now, 0))
+                return w;
         }
     }
     return -1;

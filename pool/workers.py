@@ -331,14 +331,16 @@ class Workers:
         deadline = time.monotonic() + join_timeout   # for them all (close(timeout=)'s), not each
         for p in started:
             p.join(timeout=max(0.0, deadline - time.monotonic()))
+        killed = {p for p in started if not exited(p)}
+        for p in killed:   # all of them first, then one wait for them all
+            p.kill()
+        deadline = time.monotonic() + 1.0
         for p in started:
-            killed = not exited(p)
-            if killed:
-                p.kill()
-                p.join(timeout=1.0)
+            if p in killed:
+                p.join(timeout=max(0.0, deadline - time.monotonic()))
             if exited(p):
                 if p.exitcode is None:   # reaped elsewhere (SIGCHLD ignored): its status is lost,
-                    p._popen.returncode = -signal.SIGKILL if killed else 0   # and close() needs one
+                    p._popen.returncode = -signal.SIGKILL if p in killed else 0   # and close() needs one
                 p.close()  # releases its sentinel descriptor
         self.processes = [p for p in self.processes if _not_closed(p)]   # one that would not die stays
         self.buffers.close()

@@ -141,9 +141,14 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         self._box_width = box.shape[0] if isinstance(box, gymnasium.spaces.Box) and len(box.shape) == 1 else 0
         self._sent_step = None   # a sync pool's subset send(): its step, for the next recv()
         # Atari: each env's console RAM after its last step or reset (EnvPool's
-        # info["ram"]), a view of the pool's env states
-        self._ram = (pool.spec.load_binding().info(pool.env_states, keys=("ram",))["ram"]
-                     if pool.spec.binding == ATARI_BINDING else None)
+        # info["ram"], with the obs), and before its last reset (SAME_STEP's
+        # final_info: the ended step's), views of the pool's env states
+        self._ram = self._final_ram = None
+        if pool.spec.binding == ATARI_BINDING:
+            binding = pool.spec.load_binding()
+            self._ram = binding.info(pool.env_states, keys=("ram",))["ram"]
+            if pool.autoreset_mode == gymnasium.vector.AutoresetMode.SAME_STEP:
+                self._final_ram = binding.info(pool.env_states, final=True, keys=("ram",))["ram"]
 
     is_vector_env = True   # gym's old marker, which EnvPool's envs carry
 
@@ -212,6 +217,8 @@ class EnvPoolCompat(gymnasium.vector.VectorEnv, gymnasium.Env):
         info["players"] = {"env_id": info["env_id"]}
         if self._ram is not None:
             info["ram"] = self._ram[info["env_id"]]   # (a copy: the rows' envs step on)
+            if self._final_ram is not None and "final_info" in info:   # SAME_STEP: the ended steps' RAM
+                info["final_info"] = {**info["final_info"], "ram": self._final_ram[info["env_id"]]}
             if reset:
                 rows = len(info["env_id"])
                 info.setdefault("reward", np.zeros(rows, np.float32))

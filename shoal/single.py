@@ -163,6 +163,10 @@ class SingleEnv(gymnasium.Env):
         check_reset_options(options, self._pool.spec)
         if self._pool.closed:
             self._reopen()
+            if seed is None and self._np_random is not None:
+                # gymnasium's envs go on from their generator after close():
+                # so does a seeded run here, with a seed drawn from it
+                seed = int(self._np_random.integers(2**63))
         super().reset(seed=seed)
         if seed is None:
             # The first reset without a seed is the pool's construction seed's
@@ -265,7 +269,8 @@ class SingleEnv(gymnasium.Env):
         """A closed env resets as gymnasium's do (SB3's check_env resets one
         after its render check closed it): on a new one-env pool, as a new
         env, since the state (the C struct, emulator or mjData) went with
-        the old pool. It draws a seed of its own, unless reset is given one."""
+        the old pool; reset() seeds it from this env's generator, as
+        gymnasium's envs go on from theirs."""
         self._pool = Serial(self._pool.spec, 1, autoreset_mode=AutoresetMode.DISABLED)
         self._was_reset = False
 
