@@ -208,8 +208,8 @@ static inline int shoal_wait_done(shoal_ctrl* ctrl, int first, int count, int64_
 /* Parent: wait until workers [first, first + count) are done, for at most
  * timeout_ns in all, spinning a little, then yielding the core (workers
  * may need it: a parent spinning on a core of its two busy workers cut the
- * async pool's steps by 2.5x), with the clock read after every yield; no
- * sleep. Returns -1, or the first worker still busy; *began_ns: when the
+ * async pool's steps by 2.5x), with the clock read after every yield.
+ * Returns -1, or the first worker still busy; *began_ns: when the
  * clock was first read (set whenever a worker was still busy after the
  * spin; workers done by then cost no clock read). A contended process
  * (above) sleeps on the futex here instead of yielding, the GIL still held

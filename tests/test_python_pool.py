@@ -178,6 +178,15 @@ def assert_step_same(ours, ref, where):
         assert_same(a, b, f"{where} {name}")
 
 
+def assert_random_steps_same(pool, sync, steps: int) -> None:
+    """Step both with the same random actions (sync's action space, seeded
+    0); every step's outputs must be identical."""
+    sync.action_space.seed(0)
+    for t in range(steps):
+        actions = sync.action_space.sample()
+        assert_step_same(pool.step(actions), sync.step(actions), f"step {t}")
+
+
 def run_against_sync(env_fns, mode, steps, *, pool_kwargs=None, sync_kwargs=None, seed=7):
     """Drive a pool and a SyncVectorEnv with the same seeds, actions and
     resets; every output must be identical. In DISABLED mode, done envs are
@@ -768,10 +777,7 @@ def test_call_get_attr_set_attr(no_leaks):
         # attributes set through the pool are the envs' own: the dynamics follow
         pool.set_attr("high", [1.0, 2.0, 3.0])
         sync.set_attr("high", [1.0, 2.0, 3.0])
-        sync.action_space.seed(0)
-        for t in range(10):
-            actions = sync.action_space.sample()
-            assert_step_same(pool.step(actions), sync.step(actions), f"step {t}")
+        assert_random_steps_same(pool, sync, 10)
     finally:
         pool.close()
         sync.close()
@@ -794,10 +800,7 @@ def test_an_argument_that_cannot_be_pickled_leaves_the_pool_open(no_leaks, comma
             else:
                 pool.reset(seed=1, options={"callback": threading.Lock()})
         assert not pool.closed
-        sync.action_space.seed(0)
-        for t in range(5):
-            actions = sync.action_space.sample()
-            assert_step_same(pool.step(actions), sync.step(actions), f"step {t}")
+        assert_random_steps_same(pool, sync, 5)
     finally:
         pool.close()
         sync.close()
